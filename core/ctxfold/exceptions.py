@@ -1,0 +1,67 @@
+"""Exceptions raised by ctxfold.
+
+Every error ctxfold raises derives from :class:`CtxfoldError`, and each also derives
+from the built-in that callers already catch, so ``except ValueError`` keeps working::
+
+    CtxfoldError (Exception)
+    ├── ConfigurationError (ValueError)    a setting or option is invalid
+    ├── InvalidMessageError (ValueError)   a message cannot be read or converted
+    ├── BudgetError (ValueError)           the content that must be kept cannot fit
+    └── MissingDependencyError (ImportError)  an optional extra is not installed
+
+Messages say what went wrong and what to do about it.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BudgetError",
+    "ConfigurationError",
+    "CtxfoldError",
+    "InvalidMessageError",
+    "MissingDependencyError",
+]
+
+
+class CtxfoldError(Exception):
+    """Base class of every error ctxfold raises."""
+
+
+class ConfigurationError(CtxfoldError, ValueError):
+    """A strategy, counter or option is invalid; the message names the accepted values."""
+
+
+class InvalidMessageError(CtxfoldError, ValueError):
+    """A message is malformed; ``index`` is its position in the input, when known."""
+
+    def __init__(self, reason: str, *, index: int | None = None) -> None:
+        self.reason = reason
+        self.index = index
+        where = f"message {index}: " if index is not None else ""
+        super().__init__(where + reason)
+
+
+class BudgetError(CtxfoldError, ValueError):
+    """The content a strategy must keep needs more tokens than the budget allows.
+
+    ``required`` is the smallest token count the strategy could reach, ``budget`` the
+    budget it was given. Nothing is lost: the input is untouched.
+    """
+
+    def __init__(self, message: str, *, required: int, budget: int) -> None:
+        self.required = required
+        self.budget = budget
+        super().__init__(message)
+
+
+class MissingDependencyError(CtxfoldError, ImportError):
+    """An optional part needs an extra that is not installed; the message names it."""
+
+    def __init__(self, feature: str, module: str, extra: str) -> None:
+        self.feature = feature
+        self.extra = extra
+        super().__init__(
+            f"{feature} needs the '{module}' package, which is not installed; "
+            f"run: pip install 'ctxfold[{extra}]'",
+            name=module,
+        )
