@@ -1,0 +1,186 @@
+"""The compressor contract and the base class that keeps its shared promises."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
+
+from ._messages import Message, as_messages
+from ._result import CompressionResult, CompressionStats, Decision
+from ._tokens import TokenCounter, get_counter
+from ._units import Grouping, group_units
+from .exceptions import BudgetError, ConfigurationError
+
+__all__ = ["BaseCompressor", "Compressor", "CounterSpec", "MessageLike", "Overflow"]
+
+logger = logging.getLogger("ctxfold")
+
+MessageLike = Message | Mapping[str, Any]
+CounterSpec = str | TokenCounter | Callable[[str], int] | None
+#: What a strategy does when the content it must keep cannot fit the budget:
+#: ``"error"`` raises :class:`BudgetError`; ``"best_effort"`` returns the smallest
+#: output it can make (over budget; ``stats.fits`` is False and a warning is logged).
+Overflow = Literal["error", "best_effort"]
+
+
+@runtime_checkable
+class Compressor(Protocol):
+    """Compresses a message history to a token budget. This is a Protocol: any object
+    with these members is a compressor.
+
+    Every compressor keeps the invariants in the design: never more tokens than the
+    input (a history that fits comes back unchanged); fits the budget or raises
+    :class:`BudgetError`; tool calls keep their results; system messages kept and order
+    preserved; deterministic; the input is not mutated; ``acompress`` equals
+    ``compress``. :class:`ctxfold.testing.CompressorContract` checks them.
+    """
+
+    @property
+    def name(self) -> str:
+        """The strategy's name, as recorded in results and traces."""
+        ...
+
+    def compress(
+        self, messages: Iterable[MessageLike], *, budget: int, counter: CounterSpec = None
+    ) -> CompressionResult:
+        """Return the history compressed to at most ``budget`` tokens."""
+        ...
+
+    async def acompress(
+        self, messages: Iterable[MessageLike], *, budget: int, counter: CounterSpec = None
+    ) -> CompressionResult:
+        """Async :meth:`compress`; same result."""
+        ...
+
+
+def check_budget(budget: object) -> int:
+    """Validate a token budget (an ``int`` >= 0)."""
+    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0:
+        raise ConfigurationError(f"budget must be a whole number of tokens >= 0, got {budget!r}")
+    return budget
+
+
+def check_choice(label: str, value: object, choices: Sequence[str]) -> None:
+    """Raise :class:`ConfigurationError` unless ``value`` is one of ``choices``."""
+    if value not in choices:
+        raise ConfigurationError(
+            f"{label} must be one of {', '.join(repr(c) for c in choices)}, got {value!r}"
+        )
+
+
+class BaseCompressor(ABC):
+    """Base for strategies: subclasses implement :meth:`_compress` only.
+
+    The base reads the input (OpenAI dicts or messages), resolves the counter, returns a
+    history that already fits unchanged, times the run, builds the stats, and logs them
+    to the ``ctxfold`` logger. ``acompress`` runs ``compress`` in a worker thread so an
+    event loop is not blocked.
+    """
+
+    name: ClassVar[str] = "base"
+
+    def compress(
+        self, messages: Iterable[MessageLike], *, budget: int, counter: CounterSpec = None
+    ) -> CompressionResult:
+        """Return the history compressed to at most ``budget`` tokens.
+
+        Raises :class:`BudgetError` when the content the strategy must keep cannot fit
+        (unless its ``overflow`` option says otherwise); the input is never modified.
+        """
+        started = time.perf_counter()
+        msgs = as_messages(messages)
+        budget = check_budget(budget)
+        cnt = get_counter(counter)
+        grouping = group_units(msgs)
+        before = cnt.count_messages(msgs)
+        if before <= budget:
+            out: Sequence[Message] = msgs
+            trace = [
+                Decision(i, "kept", "fits_budget", t, t, self.name)
+                for i, t in enumerate(cnt.count_message(m) for m in msgs)
+            ]
+        else:
+            out, trace = self._compress(msgs, budget=budget, counter=cnt, grouping=grouping)
+        after = cnt.count_messages(out)
+        stats = CompressionStats(
+            strategy=self.name,
+            counter=cnt.name,
+            budget=budget,
+            tokens_before=before,
+            tokens_after=after,
+            messages_before=len(msgs),
+            messages_after=len(out),
+            elapsed_ms=(time.perf_counter() - started) * 1000.0,
+        )
+        result = CompressionResult(
+            messages=tuple(out),
+            stats=stats,
+            trace=tuple(trace),
+            strategy=self.name,
+            warnings=grouping.warnings(),
+        )
+        _log(result)
+        return result
+
+    async def acompress(
+        self, messages: Iterable[MessageLike], *, budget: int, counter: CounterSpec = None
+    ) -> CompressionResult:
+        """Async :meth:`compress` (run in a worker thread); same result."""
+        msgs = as_messages(messages)
+        return await asyncio.to_thread(self.compress, msgs, budget=budget, counter=counter)
+
+    @abstractmethod
+    def _compress(
+        self,
+        messages: list[Message],
+        *,
+        budget: int,
+        counter: TokenCounter,
+        grouping: Grouping,
+    ) -> tuple[Sequence[Message], list[Decision]]:
+        """Compress a history known to exceed ``budget``; return messages and trace."""
+
+    def __repr__(self) -> str:
+        opts = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("_"))
+        return f"{type(self).__name__}({opts})"
+
+
+def _log(result: CompressionResult) -> None:
+    if not logger.isEnabledFor(logging.INFO):
+        return
+    s = result.stats
+    logger.info(
+        "%s: %d -> %d tokens (%.2fx, budget %d%s), %d -> %d messages, %.1f ms",
+        s.strategy,
+        s.tokens_before,
+        s.tokens_after,
+        s.ratio,
+        s.budget,
+        "" if s.fits else ", OVER BUDGET",
+        s.messages_before,
+        s.messages_after,
+        s.elapsed_ms,
+        extra={"ctxfold_stats": s.as_dict()},
+    )
+
+
+def overflow(policy: Overflow, *, required: int, budget: int, what: str) -> None:
+    """Apply an overflow policy: raise, or log that the output will be over budget."""
+    if policy == "error":
+        raise BudgetError(
+            f"keeping {what} takes {required} tokens, over the budget of {budget}; raise "
+            "the budget, use a strategy that shortens content, or pass "
+            "overflow='best_effort' to accept an over-budget result",
+            required=required,
+            budget=budget,
+        )
+    logger.warning(
+        "keeping %s takes %d tokens, over the budget of %d; returning a best-effort result",
+        what,
+        required,
+        budget,
+    )

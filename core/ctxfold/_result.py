@@ -1,0 +1,96 @@
+"""What a compression returns: the messages, stats and a per-message trace."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from ._messages import Message, to_anthropic, to_openai
+
+__all__ = ["Action", "CompressionResult", "CompressionStats", "Decision"]
+
+#: What happened to one input message.
+Action = Literal["kept", "compressed", "summarized", "dropped", "deduplicated", "reverted"]
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One trace entry: what a strategy did with input message ``index`` and why.
+
+    ``reason`` is short and machine-readable (``pinned:system``, ``window``,
+    ``outside_window``, ``fits_budget``, ``adapter:yaml``); ``step`` names the strategy
+    (or, in a chain, the step) that decided.
+    """
+
+    index: int
+    action: Action
+    reason: str
+    tokens_before: int
+    tokens_after: int
+    step: str
+
+
+@dataclass(frozen=True)
+class CompressionStats:
+    """Token and message counts before and after, and the time it took."""
+
+    strategy: str
+    counter: str
+    budget: int
+    tokens_before: int
+    tokens_after: int
+    messages_before: int
+    messages_after: int
+    elapsed_ms: float
+
+    @property
+    def ratio(self) -> float:
+        """``tokens_before / tokens_after`` (1.0 when nothing changed)."""
+        return self.tokens_before / self.tokens_after if self.tokens_after else float("inf")
+
+    @property
+    def reduction_pct(self) -> float:
+        """Share of tokens removed, in percent."""
+        if not self.tokens_before:
+            return 0.0
+        return 100.0 * (self.tokens_before - self.tokens_after) / self.tokens_before
+
+    @property
+    def fits(self) -> bool:
+        """Whether the output is within the budget."""
+        return self.tokens_after <= self.budget
+
+    def as_dict(self) -> dict[str, Any]:
+        """All fields plus ``ratio``, ``reduction_pct`` and ``fits``, for logs and JSON."""
+        out = asdict(self)
+        out.update(ratio=self.ratio, reduction_pct=self.reduction_pct, fits=self.fits)
+        return out
+
+
+@dataclass(frozen=True)
+class CompressionResult:
+    """The compressed messages with their stats and trace.
+
+    ``trace`` has one :class:`Decision` per input message, in input order.
+    ``warnings`` notes irregularities carried through from the input (a tool call
+    without a result, a result without its call).
+    """
+
+    messages: tuple[Message, ...]
+    stats: CompressionStats
+    trace: tuple[Decision, ...]
+    strategy: str
+    warnings: tuple[str, ...] = ()
+
+    def to_openai(self) -> list[dict[str, Any]]:
+        """The compressed messages as OpenAI chat dicts."""
+        return to_openai(self.messages)
+
+    def to_anthropic(self) -> tuple[Any, list[dict[str, Any]]]:
+        """The compressed messages as Anthropic ``(system, messages)``."""
+        return to_anthropic(self.messages)
+
+    def decision_counts(self) -> dict[str, int]:
+        """How many input messages got each action, e.g. ``{"kept": 12, "dropped": 30}``."""
+        return dict(Counter(d.action for d in self.trace))

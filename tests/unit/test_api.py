@@ -1,0 +1,137 @@
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+
+import pytest
+
+import ctxfold
+from conftest import example_records
+from ctxfold import (
+    BaseCompressor,
+    CompressionResult,
+    ConfigurationError,
+    InvalidMessageError,
+    Message,
+    SlidingWindow,
+)
+
+
+def record():
+    return example_records()[0]
+
+
+def test_compress_accepts_openai_dicts_and_returns_openai_dicts():
+    raw = record()["messages"]
+    before = json.dumps(raw)
+    result = ctxfold.compress(raw, budget=1500)
+    assert isinstance(result, CompressionResult)
+    assert result.strategy == "sliding_window"
+    assert result.stats.tokens_after <= 1500 < result.stats.tokens_before
+    out = result.to_openai()
+    assert out[0] == raw[0]  # system prompt kept verbatim
+    assert out[-1] == raw[-1]  # newest message kept
+    assert json.dumps(raw) == before  # input untouched
+    assert len(result.trace) == len(raw)
+
+
+def test_compress_accepts_messages_and_any_counter():
+    msgs = ctxfold.from_openai(record()["messages"])
+    exact = ctxfold.compress(msgs, budget=2000, counter="gpt-4o")
+    approx = ctxfold.compress(msgs, budget=2000, counter="approx")
+    words = ctxfold.compress(msgs, budget=2000, counter=lambda t: len(t.split()))
+    assert exact.stats.counter == "o200k_base" and approx.stats.counter == "approx"
+    assert words.stats.tokens_after <= 2000
+    assert all(isinstance(m, Message) for m in exact.messages)
+
+
+def test_stats_are_consistent():
+    s = ctxfold.compress(record()["messages"], budget=1500).stats
+    assert s.ratio == pytest.approx(s.tokens_before / s.tokens_after)
+    assert s.reduction_pct == pytest.approx(100 * (1 - s.tokens_after / s.tokens_before))
+    assert s.messages_after < s.messages_before and s.elapsed_ms >= 0 and s.fits
+    assert s.as_dict()["fits"] is True and s.as_dict()["budget"] == 1500
+
+
+def test_each_compression_is_logged_with_its_stats(caplog):
+    with caplog.at_level(logging.INFO, logger="ctxfold"):
+        result = ctxfold.compress(record()["messages"], budget=1500)
+    [rec] = [r for r in caplog.records if r.name == "ctxfold"]
+    assert rec.ctxfold_stats == result.stats.as_dict()
+    assert f"{result.stats.tokens_before} -> {result.stats.tokens_after} tokens" in rec.message
+
+
+def test_strategy_options_and_instances():
+    raw = record()["messages"]
+    r = ctxfold.compress(raw, budget=1500, strategy="sliding_window", keep_first=1)
+    assert r.trace[1].reason == "keep_first"
+    r2 = ctxfold.compress(raw, budget=1500, strategy=SlidingWindow(keep_first=1))
+    assert r2.to_openai() == r.to_openai()
+    r3 = ctxfold.compress(raw, budget=1500, strategy=SlidingWindow, keep_first=1)
+    assert r3.to_openai() == r.to_openai()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "fragment"),
+    [
+        ({"strategy": "nope"}, "unknown strategy 'nope'; registered: auto, sliding_window"),
+        ({"strategy": 42}, "strategy must be"),
+        ({"strategy": "sliding_window", "window": 3}, "rejected its options"),
+        ({"strategy": SlidingWindow(), "keep_first": 1}, "configure the instance"),
+        ({"counter": "p50k_bogus"}, "unknown tokenizer"),
+    ],
+)
+def test_configuration_errors_say_what_to_do(kwargs, fragment):
+    with pytest.raises(ConfigurationError, match=fragment):
+        ctxfold.compress(record()["messages"], budget=100, **kwargs)
+
+
+def test_invalid_input_is_a_typed_error():
+    with pytest.raises(InvalidMessageError, match="message 1"):
+        ctxfold.compress([{"role": "user", "content": "a"}, {"role": "x"}], budget=10)
+    with pytest.raises(InvalidMessageError, match="list of messages"):
+        ctxfold.compress("hello", budget=10)  # type: ignore[arg-type]
+
+
+def test_acompress_matches_compress():
+    c = SlidingWindow()
+    raw = record()["messages"]
+    sync = c.compress(raw, budget=1500)
+    asyn = asyncio.run(c.acompress(raw, budget=1500))
+    assert asyn.to_openai() == sync.to_openai() and asyn.trace == sync.trace
+
+
+def test_registering_a_strategy_makes_it_available_by_name():
+    class KeepAll(BaseCompressor):
+        name = "keep_last_only"
+
+        def _compress(self, messages, *, budget, counter, grouping):
+            return messages[-1:], [
+                ctxfold.Decision(
+                    i, "kept" if i == len(messages) - 1 else "dropped", "t", 0, 0, self.name
+                )
+                for i in range(len(messages))
+            ]
+
+    ctxfold.register_strategy("keep_last_only", KeepAll)
+    try:
+        assert "keep_last_only" in ctxfold.strategies()
+        r = ctxfold.compress(record()["messages"], budget=200, strategy="keep_last_only")
+        assert len(r.messages) == 1
+        with pytest.raises(ConfigurationError, match="already registered"):
+            ctxfold.register_strategy("keep_last_only", KeepAll)
+    finally:
+        ctxfold.register_strategy("keep_last_only", SlidingWindow, replace=True)
+
+
+def test_strategies_view_is_read_only():
+    with pytest.raises(TypeError):
+        ctxfold.strategies()["x"] = SlidingWindow  # type: ignore[index]
+
+
+def test_result_converts_to_anthropic():
+    result = ctxfold.compress(record()["messages"], budget=1500)
+    system, turns = result.to_anthropic()
+    assert system == record()["messages"][0]["content"]
+    assert all(t["role"] in ("user", "assistant") for t in turns)
