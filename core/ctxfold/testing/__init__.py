@@ -1,0 +1,291 @@
+"""Test helpers for compressors: the shared contract and the checks behind it.
+
+Every compressor, built in or third-party, must keep the invariants of the design.
+Subclass :class:`CompressorContract` in a pytest module to check one::
+
+    from ctxfold.testing import CompressorContract
+
+    class TestMyCompressor(CompressorContract):
+        def make_compressor(self):
+            return MyCompressor()
+
+:func:`check_invariants` runs every check on one history and budget, for use in your
+own tests. The hypothesis strategies live in :mod:`ctxfold.testing.strategies`
+(``pip install 'ctxfold[dev]'``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+from .._compressor import Compressor, CounterSpec
+from .._messages import Message, as_messages, from_openai, to_anthropic, to_openai
+from .._result import CompressionResult
+from .._tokens import get_counter
+from ..exceptions import BudgetError
+
+__all__ = [
+    "CompressorContract",
+    "ContractViolation",
+    "check_invariants",
+    "check_tool_integrity",
+    "find_data_dir",
+    "load_conversations",
+]
+
+
+class ContractViolation(AssertionError):
+    """A compressor broke one of the invariants; the message says which and where."""
+
+
+def _fail(invariant: str, detail: str) -> None:
+    raise ContractViolation(f"{invariant}: {detail}")
+
+
+def check_tool_integrity(before: Sequence[Message], after: Sequence[Message]) -> None:
+    """Check that ``after`` keeps the tool-call structure ``before`` had.
+
+    Every tool result in ``after`` whose call was in ``before`` follows an assistant
+    message in ``after`` that makes the call, and every call in ``after`` that had
+    results in ``before`` keeps them, after it.
+    """
+    called_before = {c.id for m in before if m.role == "assistant" for c in m.tool_calls}
+    answered_before = {m.tool_call_id for m in before if m.role == "tool"}
+    seen_calls: set[str] = set()
+    for i, m in enumerate(after):
+        if m.role == "assistant":
+            seen_calls.update(c.id for c in m.tool_calls)
+        elif (
+            m.role == "tool"
+            and m.tool_call_id in called_before
+            and m.tool_call_id not in seen_calls
+        ):
+            _fail(
+                "tool-call integrity",
+                f"output message {i} answers call {m.tool_call_id!r}, "
+                "which no earlier output message makes",
+            )
+    for i, m in enumerate(after):
+        for call in m.tool_calls if m.role == "assistant" else ():
+            if call.id in answered_before and not any(
+                r.role == "tool" and r.tool_call_id == call.id for r in after[i + 1 :]
+            ):
+                _fail(
+                    "tool-call integrity",
+                    f"output message {i} makes call {call.id!r} but its result was dropped",
+                )
+
+
+def _converts_to_anthropic(messages: Sequence[Message]) -> bool:
+    try:
+        to_anthropic(messages)
+    except ValueError:
+        return False
+    return True
+
+
+def _is_subsequence(needles: Sequence[Message], haystack: Sequence[Message]) -> bool:
+    it = iter(haystack)
+    return all(any(n == h for h in it) for n in needles)
+
+
+def check_invariants(
+    compressor: Compressor,
+    messages: Sequence[Message | dict[str, Any]],
+    *,
+    budget: int,
+    counter: CounterSpec = "o200k_base",
+) -> CompressionResult | None:
+    """Compress once and check the design's eight invariants; return the result.
+
+    Returns ``None`` when the compressor raised :class:`BudgetError` honestly (the error
+    reports a requirement above the budget). Raises :class:`ContractViolation` naming
+    the broken invariant.
+    """
+    original = as_messages(messages)
+    snapshot = copy.deepcopy(original)
+    wire = json.dumps(to_openai(original), sort_keys=True)
+    cnt = get_counter(counter)
+    before = cnt.count_messages(original)
+    try:
+        result = compressor.compress(original, budget=budget, counter=cnt)
+    except BudgetError as exc:
+        if not exc.required > budget or exc.budget != budget:
+            _fail(
+                "budget",
+                f"BudgetError claims {exc.required} needed for budget {exc.budget}, "
+                f"but was given {budget}",
+            )
+        try:
+            compressor.compress(copy.deepcopy(original), budget=budget, counter=cnt)
+        except BudgetError:
+            return None
+        _fail("deterministic", "a second identical call did not raise BudgetError")
+        return None  # pragma: no cover - _fail raises
+
+    # 6. Pure: the input is not mutated.
+    if original != snapshot or json.dumps(to_openai(original), sort_keys=True) != wire:
+        _fail("pure", "the input messages were modified")
+    out = list(result.messages)
+    after = cnt.count_messages(out)
+    # 1. Never more tokens; a history that fits comes back unchanged.
+    if result.stats.tokens_after != after or result.stats.tokens_before != before:
+        _fail(
+            "stats",
+            f"stats say {result.stats.tokens_before} -> {result.stats.tokens_after}, "
+            f"the counter says {before} -> {after}",
+        )
+    if after > before:
+        _fail("never larger", f"{before} tokens in, {after} out")
+    if before <= budget and to_openai(out) != to_openai(original):
+        _fail("never larger", "a history that fits the budget was changed")
+    # 2. Fits the budget (or follows a declared overflow policy); never empty silently.
+    if after > budget and getattr(compressor, "overflow", "error") != "best_effort":
+        _fail("budget", f"{after} tokens out for a budget of {budget}, and no BudgetError")
+    if original and not out:
+        _fail("budget", "returned no messages for a non-empty history")
+    # 3. Tool-call integrity (and the output still converts for Anthropic).
+    check_tool_integrity(original, out)
+    if _converts_to_anthropic(original) and not _converts_to_anthropic(out):
+        _fail("tool-call integrity", "the output no longer converts to Anthropic messages")
+    # 4. System messages kept; order preserved; one trace entry per input message.
+    systems = [m for m in original if m.role in ("system", "developer")]
+    if not _is_subsequence(systems, out):
+        _fail("pinned", "a system message was dropped, changed or moved")
+    if [d.index for d in result.trace] != list(range(len(original))):
+        _fail("trace", "the trace must hold one decision per input message, in order")
+    kept = [original[d.index] for d in result.trace if d.action == "kept"]
+    if not _is_subsequence(kept, out):
+        _fail("order", "messages the trace calls kept are missing or out of order")
+    # 5. Deterministic, byte for byte.
+    again = compressor.compress(copy.deepcopy(original), budget=budget, counter=cnt)
+    if (
+        json.dumps(again.to_openai()) != json.dumps(result.to_openai())
+        or again.trace != result.trace
+    ):
+        _fail("deterministic", "the same input and settings gave a different output")
+    # 7. Reversible where claimed.
+    if getattr(compressor, "reversible", False):
+        expand = getattr(compressor, "expand", None)
+        if expand is None or to_openai(expand(result)) != to_openai(original):
+            _fail("reversible", "expanding the output did not give back the input")
+    # 8. acompress gives the same result.
+    async_result = asyncio.run(compressor.acompress(original, budget=budget, counter=cnt))
+    if (
+        json.dumps(async_result.to_openai()) != json.dumps(result.to_openai())
+        or async_result.trace != result.trace
+    ):
+        _fail("async", "acompress gave a different result from compress")
+    return result
+
+
+# ------------------------------------------------------------------------------ data
+
+
+def find_data_dir(start: str | os.PathLike[str] | None = None) -> Path | None:
+    """Where the shared conversations are: ``$CTXFOLD_DATA_DIR``, else the first
+    ``shared/data`` beside ``start`` (default: the working directory) or a parent."""
+    env = os.environ.get("CTXFOLD_DATA_DIR")
+    if env:
+        return Path(env) if Path(env).is_dir() else None
+    here = Path(start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        candidate = folder / "shared" / "data"
+        if candidate.is_dir():
+            return candidate
+    return None
+
+
+def load_conversations(path: str | os.PathLike[str]) -> Iterator[tuple[str, list[Message]]]:
+    """Yield ``(id, messages)`` from a JSONL file of ``{"id", "messages"}`` records or a
+    JSON file holding one record or a bare list of messages."""
+    p = Path(path)
+    text = p.read_text(encoding="utf-8")
+    if p.suffix == ".jsonl":
+        for n, line in enumerate(text.splitlines()):
+            if line.strip():
+                rec = json.loads(line)
+                yield str(rec.get("id", f"{p.stem}:{n}")), from_openai(rec["messages"])
+    else:
+        rec = json.loads(text)
+        msgs = rec["messages"] if isinstance(rec, dict) else rec
+        yield (str(rec.get("id", p.stem)) if isinstance(rec, dict) else p.stem), from_openai(msgs)
+
+
+class CompressorContract:
+    """Pytest mixin: the invariants every compressor keeps, on real and generated data.
+
+    Override :meth:`make_compressor`. Real conversations come from
+    :meth:`conversations` (by default every ``*.jsonl`` in :func:`find_data_dir`, plus
+    ``example_files``); generated ones from hypothesis. Budgets are fractions of each
+    history's tokens.
+    """
+
+    budget_fractions: ClassVar[tuple[float, ...]] = (1.0, 0.5, 0.25, 0.1, 0.02)
+    counter: ClassVar[str] = "o200k_base"
+    example_files: ClassVar[tuple[str, ...]] = ()
+    max_examples: ClassVar[int] = 60
+
+    def make_compressor(self) -> Compressor:
+        """Return the compressor under test (fresh, configured)."""
+        raise NotImplementedError
+
+    def conversations(self) -> list[tuple[str, list[Message]]]:
+        """The real conversations to check (override to choose others)."""
+        found: list[tuple[str, list[Message]]] = []
+        for name in self.example_files:
+            found.extend(load_conversations(name))
+        data = find_data_dir()
+        if data is not None:
+            for path in sorted(data.glob("*.jsonl")):
+                found.extend(load_conversations(path))
+        return found
+
+    def _check(self, messages: Sequence[Message], fraction: float) -> CompressionResult | None:
+        cnt = get_counter(self.counter)
+        budget = int(cnt.count_messages(list(messages)) * fraction)
+        return check_invariants(self.make_compressor(), messages, budget=budget, counter=cnt)
+
+    def test_contract_on_real_conversations(self) -> None:
+        convs = self.conversations()
+        if not convs:
+            import pytest
+
+            pytest.skip("no real conversations: set CTXFOLD_DATA_DIR or add example_files")
+        for conv_id, msgs in convs:
+            for fraction in self.budget_fractions:
+                try:
+                    self._check(msgs, fraction)
+                except ContractViolation as exc:
+                    raise ContractViolation(f"{conv_id} at {fraction:.0%}: {exc}") from None
+
+    def test_contract_on_generated_conversations(self) -> None:
+        from hypothesis import HealthCheck, given, settings
+        from hypothesis import strategies as st
+
+        from .strategies import conversations
+
+        @settings(
+            max_examples=self.max_examples,
+            deadline=None,
+            suppress_health_check=[HealthCheck.too_slow],
+        )
+        @given(conversations(), st.sampled_from(self.budget_fractions))
+        def run(msgs: list[Message], fraction: float) -> None:
+            self._check(msgs, fraction)
+
+        run()
+
+    def test_history_that_fits_is_returned_unchanged(self) -> None:
+        for _, msgs in self.conversations()[:20]:
+            cnt = get_counter(self.counter)
+            budget = cnt.count_messages(msgs)
+            result = self.make_compressor().compress(msgs, budget=budget, counter=cnt)
+            assert list(result.messages) == msgs
+            assert all(d.action == "kept" for d in result.trace)

@@ -1,0 +1,126 @@
+"""Every built-in compressor passes the shared contract; the contract catches breakage."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+
+import pytest
+
+from conftest import EXAMPLES
+from ctxfold import BaseCompressor, Message, SlidingWindow
+from ctxfold.testing import CompressorContract, ContractViolation, check_invariants
+
+
+class TestSlidingWindow(CompressorContract):
+    example_files = tuple(str(p) for p in EXAMPLES)
+
+    def make_compressor(self):
+        return SlidingWindow()
+
+
+class TestSlidingWindowKeepFirstBestEffort(CompressorContract):
+    example_files = tuple(str(p) for p in EXAMPLES)
+    budget_fractions = (0.5, 0.1, 0.0)
+
+    def make_compressor(self):
+        return SlidingWindow(keep_first=1, overflow="best_effort")
+
+
+# ---- the contract must be able to fail: deliberately broken compressors -------------
+
+HISTORY = [
+    Message("system", "be brief"),
+    Message("user", "first question " * 20),
+    Message("assistant", "first answer " * 20),
+    Message("user", "second question " * 20),
+    Message("assistant", "second answer"),
+]
+
+
+class _Broken(BaseCompressor):
+    name = "broken"
+
+    def __init__(self, how: str) -> None:
+        self.how = how
+        self.calls = 0
+
+    def _compress(self, messages, *, budget, counter, grouping):
+        from ctxfold import Decision
+
+        self.calls += 1
+        keep: Sequence[int] = range(len(messages))
+        if self.how == "drops_system":
+            keep = [len(messages) - 1]
+        elif self.how == "over_budget":
+            keep = range(len(messages))
+        elif self.how == "nondeterministic":
+            keep = [0, len(messages) - 1] if self.calls % 2 else [0, len(messages) - 2]
+        elif self.how == "reorders":
+            keep = [0, len(messages) - 1, len(messages) - 2]
+        elif self.how == "mutates":
+            messages[1] = Message("user", "overwritten")
+            object.__setattr__(messages[1], "content", "x")
+            keep = [0, len(messages) - 1]
+        out = [messages[i] for i in keep]
+        trace = [
+            Decision(i, "kept" if i in keep else "dropped", "test", 0, 0, self.name)
+            for i in range(len(messages))
+        ]
+        return out, trace
+
+
+@pytest.mark.parametrize(
+    ("how", "invariant"),
+    [
+        ("drops_system", "pinned"),
+        ("over_budget", "budget"),
+        ("nondeterministic", "deterministic"),
+        ("reorders", "order"),
+    ],
+)
+def test_the_contract_catches_a_broken_compressor(how, invariant):
+    with pytest.raises(ContractViolation, match=invariant):
+        check_invariants(_Broken(how), HISTORY, budget=80)
+
+
+def test_the_contract_catches_mutation_of_the_input():
+    class Mutates(BaseCompressor):
+        name = "mutates"
+
+        def _compress(self, messages, *, budget, counter, grouping):
+            from ctxfold import Decision
+
+            object.__setattr__(messages[1], "content", "mutated in place")
+            return messages[:1] + messages[-1:], [
+                Decision(i, "kept", "t", 0, 0, self.name) for i in range(len(messages))
+            ]
+
+    with pytest.raises(ContractViolation, match="pure"):
+        check_invariants(Mutates(), copy.deepcopy(HISTORY), budget=60)
+
+
+def test_the_contract_catches_a_split_tool_exchange():
+    from ctxfold import ToolCall
+
+    msgs = [
+        Message("user", "run it " * 30),
+        Message("assistant", None, tool_calls=(ToolCall("c1", "bash", "{}"),)),
+        Message("tool", "output " * 30, tool_call_id="c1"),
+        Message("assistant", "ok"),
+    ]
+
+    class DropsResult(BaseCompressor):
+        name = "drops_result"
+
+        def _compress(self, messages, *, budget, counter, grouping):
+            from ctxfold import Decision
+
+            keep = [1, 3]
+            return [messages[i] for i in keep], [
+                Decision(i, "kept" if i in keep else "dropped", "t", 0, 0, self.name)
+                for i in range(len(messages))
+            ]
+
+    with pytest.raises(ContractViolation, match="tool-call integrity"):
+        check_invariants(DropsResult(), msgs, budget=40)
