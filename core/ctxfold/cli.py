@@ -1,0 +1,328 @@
+"""The ``ctxfold`` command: compress a conversation file or report its token counts.
+
+Exit codes: 0 success, 1 a conversation cannot fit its budget, 2 bad input or usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from ._api import compress
+from ._messages import Message, from_openai
+from ._result import CompressionResult
+from ._tokens import TokenCounter, get_counter
+from .exceptions import BudgetError, CtxfoldError, InvalidMessageError
+
+__all__ = ["main"]
+
+_ACTIONS = ("kept", "compressed", "summarized", "deduplicated", "reverted", "dropped")
+
+
+class CliError(Exception):
+    """A one-line reason to print before exiting with ``code``."""
+
+    def __init__(self, message: str, code: int = 2) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass
+class Conversation:
+    label: str
+    record: dict[str, Any] | None  # the surrounding record, or None for a bare list
+    messages: list[Message]
+
+
+def _read_text(path: str) -> str:
+    try:
+        if path == "-":
+            return sys.stdin.read()
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise CliError(f"cannot read {path}: {reason}") from None
+
+
+def _parse(path: str, text: str) -> tuple[list[Any], bool]:
+    """Return the JSON values in the file and whether it was JSONL."""
+    try:
+        return [json.loads(text)], False
+    except json.JSONDecodeError as whole:
+        values: list[Any] = []
+        for n, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                values.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                err = whole if n == 1 else exc
+                where = f"line {err.lineno if n == 1 else n}, column {err.colno}"
+                raise CliError(f"{path} is not valid JSON or JSONL ({where}: {err.msg})") from None
+        if not values:
+            raise CliError(f"{path} is empty; expected a JSON list of messages or JSONL") from None
+        return values, True
+
+
+def load_file(path: str) -> tuple[list[Conversation], bool]:
+    """Read OpenAI-format conversations from a JSON or JSONL file (``-`` for stdin)."""
+    values, jsonl = _parse(path, _read_text(path))
+    convs: list[Conversation] = []
+    for n, value in enumerate(values):
+        label = f"{path}:{n + 1}" if jsonl else path
+        if isinstance(value, dict) and isinstance(value.get("messages"), list):
+            record: dict[str, Any] | None = value
+            raw = value["messages"]
+            label = str(value.get("id", label))
+        elif isinstance(value, list):
+            record, raw = None, value
+        else:
+            raise CliError(
+                f"{label}: expected a list of messages or an object with a 'messages' list"
+            )
+        try:
+            convs.append(Conversation(label, record, from_openai(raw)))
+        except InvalidMessageError as exc:
+            raise CliError(f"{label}: invalid message: {exc}") from None
+    return convs, jsonl
+
+
+def _budget_for(spec: str, tokens: int) -> int:
+    try:
+        if spec.endswith("%"):
+            pct = float(spec[:-1])
+            if not 0 <= pct <= 100:
+                raise ValueError
+            return int(tokens * pct / 100)
+        value = int(spec)
+        if value < 0:
+            raise ValueError
+        return value
+    except ValueError:
+        raise CliError(
+            f"--budget must be a token count (4000) or a percentage (25%), got {spec!r}"
+        ) from None
+
+
+def _parse_options(pairs: Sequence[str]) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise CliError(f"--option takes KEY=VALUE, got {pair!r}")
+        try:
+            options[key] = json.loads(value)
+        except json.JSONDecodeError:
+            options[key] = value
+    return options
+
+
+def _render_text(messages: Sequence[Message]) -> str:
+    lines: list[str] = []
+    for m in messages:
+        head = m.role + (f" ({m.name})" if m.name else "")
+        if m.tool_call_id:
+            head += f" -> {m.tool_call_id}"
+        lines.append(f"[{head}]")
+        if m.text:
+            lines.append(m.text)
+        lines.extend(f"  call {c.id}: {c.name}({c.arguments})" for c in m.tool_calls)
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _table(rows: list[list[str]], out: TextIO) -> None:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for n, row in enumerate(rows):
+        cells = [
+            c.ljust(w) if i == 0 else c.rjust(w)
+            for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        ]
+        print("  ".join(cells).rstrip(), file=out)
+        if n == 0:
+            print("  ".join("-" * w for w in widths), file=out)
+
+
+def _cmd_compress(args: argparse.Namespace) -> int:
+    convs, jsonl = load_file(args.file)
+    counter = get_counter(args.counter)
+    options = _parse_options(args.option)
+    results: list[tuple[Conversation, CompressionResult]] = []
+    for conv in convs:
+        budget = _budget_for(args.budget, counter.count_messages(conv.messages))
+        try:
+            result = compress(
+                conv.messages, budget=budget, strategy=args.strategy, counter=counter, **options
+            )
+        except BudgetError as exc:
+            raise CliError(
+                f"{conv.label}: {exc} (on the command line: --option overflow=best_effort)",
+                code=1,
+            ) from None
+        results.append((conv, result))
+
+    for conv, result in results:
+        if args.format == "text":
+            sys.stdout.write(_render_text(result.messages) + "\n")
+            continue
+        payload: Any = result.to_openai()
+        if conv.record is not None:
+            payload = {**conv.record, "messages": payload}
+        if jsonl:
+            sys.stdout.write(json.dumps(payload, ensure_ascii=False) + "\n")
+        else:
+            sys.stdout.write(json.dumps(payload, ensure_ascii=False, indent=2) + "\n")
+
+    actions = [a for a in _ACTIONS if any(r.decision_counts().get(a) for _, r in results)]
+    rows = [
+        [
+            "conversation",
+            "budget",
+            "tokens before",
+            "after",
+            "ratio",
+            "saved",
+            "messages",
+            *actions,
+            "ms",
+        ]
+    ]
+    for conv, r in results:
+        s, counts = r.stats, r.decision_counts()
+        rows.append(
+            [
+                conv.label,
+                str(s.budget),
+                str(s.tokens_before),
+                str(s.tokens_after),
+                f"{s.ratio:.2f}x",
+                f"{s.reduction_pct:.1f}%",
+                f"{s.messages_before}->{s.messages_after}",
+                *(str(counts.get(a, 0)) for a in actions),
+                f"{s.elapsed_ms:.1f}",
+            ]
+        )
+    print(
+        f"strategy: {results[0][1].strategy if results else args.strategy}, "
+        f"counter: {counter.name}",
+        file=sys.stderr,
+    )
+    _table(rows, sys.stderr)
+    if args.trace:
+        for conv, r in results:
+            print(f"\ntrace of {conv.label}:", file=sys.stderr)
+            for d in r.trace:
+                print(
+                    f"  {d.index:>5}  {d.action:<12} {d.reason:<22} "
+                    f"{d.tokens_before:>6} -> {d.tokens_after:<6} {d.step}",
+                    file=sys.stderr,
+                )
+            for w in r.warnings:
+                print(f"  note: {w}", file=sys.stderr)
+    return 0
+
+
+def _cmd_stats(args: argparse.Namespace) -> int:
+    convs, _ = load_file(args.file)
+    counter: TokenCounter = get_counter(args.counter)
+    roles = ("system", "user", "assistant", "tool")
+    rows = [["conversation", "messages", "tool calls", "tokens", *roles]]
+    total = 0
+    for conv in convs:
+        per_role = dict.fromkeys(roles, 0)
+        for m in conv.messages:
+            key = "system" if m.role == "developer" else m.role
+            per_role[key] += counter.count_message(m)
+        tokens = counter.count_messages(conv.messages)
+        total += tokens
+        calls = sum(len(m.tool_calls) for m in conv.messages)
+        rows.append(
+            [
+                conv.label,
+                str(len(conv.messages)),
+                str(calls),
+                str(tokens),
+                *(str(per_role[r]) for r in roles),
+            ]
+        )
+    if len(convs) > 1:
+        rows.append(
+            [
+                "total",
+                str(sum(len(c.messages) for c in convs)),
+                str(sum(len(m.tool_calls) for c in convs for m in c.messages)),
+                str(total),
+                *([""] * len(roles)),
+            ]
+        )
+    print(f"counter: {counter.name}")
+    _table(rows, sys.stdout)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``ctxfold`` command."""
+    parser = argparse.ArgumentParser(
+        prog="ctxfold", description="Compress LLM conversations to a token budget."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("compress", help="compress conversations from a JSON or JSONL file")
+    c.add_argument(
+        "file",
+        help="OpenAI-format JSON (a list of messages or {'messages': [...]}),"
+        " JSONL (one conversation per line), or - for stdin",
+    )
+    c.add_argument(
+        "--budget", required=True, help="tokens (4000) or a share of each conversation (25%%)"
+    )
+    c.add_argument("--strategy", default="auto", help="strategy name (default: auto)")
+    c.add_argument(
+        "--counter",
+        default="o200k_base",
+        help="o200k_base, cl100k_base, a model name such as gpt-4o, or approx",
+    )
+    c.add_argument(
+        "--format",
+        choices=("openai", "text"),
+        default="openai",
+        help="output: OpenAI JSON (default) or a readable transcript",
+    )
+    c.add_argument("--trace", action="store_true", help="print every decision to stderr")
+    c.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a strategy option, e.g. --option keep_first=1 (repeatable)",
+    )
+    c.set_defaults(run=_cmd_compress)
+    s = sub.add_parser("stats", help="report token counts of conversations in a file")
+    s.add_argument("file")
+    s.add_argument("--counter", default="o200k_base")
+    s.set_defaults(run=_cmd_stats)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return the exit code."""
+    args = build_parser().parse_args(argv)
+    try:
+        code: int = args.run(args)
+    except CliError as exc:
+        print(f"ctxfold: {exc}", file=sys.stderr)
+        return exc.code
+    except CtxfoldError as exc:
+        print(f"ctxfold: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # e.g. piped into `head`
+        return 0
+    return code
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,130 @@
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import DATA_DIR, EXAMPLES, SKIP_NO_DATA
+from ctxfold.cli import main
+
+AIRLINE = str(next(p for p in EXAMPLES if p.name == "airline_support.json"))
+
+
+def run(capsys, *args):
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_compress_writes_json_and_a_stats_table(capsys):
+    code, out, err = run(capsys, "compress", AIRLINE, "--budget", "1500")
+    assert code == 0
+    record = json.loads(out)
+    original = json.loads(Path(AIRLINE).read_text())
+    assert record["id"] == original["id"] and record["probes"] == original["probes"]
+    assert record["messages"][0] == original["messages"][0]
+    assert len(record["messages"]) < len(original["messages"])
+    assert "tokens before" in err and "ratio" in err and "dropped" in err
+    assert "strategy: sliding_window, counter: o200k_base" in err
+
+
+def test_percentage_budget_text_format_and_trace(capsys):
+    code, out, err = run(
+        capsys, "compress", AIRLINE, "--budget", "50%", "--format", "text", "--trace"
+    )
+    assert code == 0
+    assert out.startswith("[system]")
+    assert "trace of tau-airline-task40-trial0:" in err
+    assert "pinned:system" in err and "outside_window" in err
+
+
+def test_strategy_options_pass_through(capsys):
+    code, _, err = run(
+        capsys, "compress", AIRLINE, "--budget", "1500", "--option", "keep_first=1", "--trace"
+    )
+    assert code == 0 and "keep_first" in err
+
+
+def test_jsonl_in_jsonl_out(tmp_path, capsys):
+    src = tmp_path / "two.jsonl"
+    rec = json.loads(Path(AIRLINE).read_text())
+    src.write_text(json.dumps(rec) + "\n" + json.dumps({**rec, "id": "second"}) + "\n")
+    code, out, err = run(capsys, "compress", str(src), "--budget", "40%")
+    assert code == 0
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert [r["id"] for r in lines] == [rec["id"], "second"]
+    assert "second" in err
+
+
+def test_bare_list_from_stdin(monkeypatch, capsys):
+    msgs = json.loads(Path(AIRLINE).read_text())["messages"]
+    monkeypatch.setattr(sys, "stdin", io.StringIO(json.dumps(msgs)))
+    code, out, _ = run(capsys, "compress", "-", "--budget", "100%")
+    assert code == 0 and json.loads(out) == msgs
+
+
+def test_stats_reports_token_counts(capsys):
+    code, out, _ = run(capsys, "stats", AIRLINE, "--counter", "cl100k_base")
+    assert code == 0
+    assert "counter: cl100k_base" in out and "tool calls" in out
+    assert "tau-airline-task40-trial0" in out
+
+
+@pytest.mark.parametrize(
+    ("content", "fragment"),
+    [
+        ('{"messages": [', "is not valid JSON or JSONL"),
+        ('[{"role": "robot", "content": "x"}]', "invalid message: message 0: unknown role"),
+        ('{"a": 1}', "expected a list of messages"),
+        ("", "is empty"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(tmp_path, capsys, content, fragment):
+    bad = tmp_path / "bad.json"
+    bad.write_text(content)
+    code, out, err = run(capsys, "compress", str(bad), "--budget", "10")
+    assert code == 2 and out == ""
+    assert fragment in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_unreadable_file_and_bad_budget(tmp_path, capsys):
+    code, _, err = run(capsys, "compress", str(tmp_path / "missing.json"), "--budget", "10")
+    assert code == 2 and "cannot read" in err and "No such file" in err
+    code, _, err = run(capsys, "compress", AIRLINE, "--budget", "lots")
+    assert code == 2 and "--budget must be" in err
+    code, _, err = run(capsys, "compress", AIRLINE, "--budget", "10", "--strategy", "zip")
+    assert code == 2 and "unknown strategy 'zip'" in err
+
+
+def test_budget_that_cannot_fit_exits_1_and_says_how_to_proceed(capsys):
+    code, out, err = run(capsys, "compress", AIRLINE, "--budget", "10")
+    assert code == 1 and out == ""
+    assert "--option overflow=best_effort" in err
+
+
+def test_console_script_is_installed():
+    script = Path(sys.executable).parent / "ctxfold"  # installed beside this interpreter
+    done = subprocess.run(
+        [str(script), "compress", AIRLINE, "--budget", "1500"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["messages"]
+
+
+@pytest.mark.shared_data
+def test_compress_all_shared_data_files(capsys):
+    if DATA_DIR is None:
+        pytest.skip(SKIP_NO_DATA)
+    for f in sorted(DATA_DIR.glob("*.jsonl")):
+        code, out, err = run(
+            capsys, "compress", str(f), "--budget", "25%", "--option", "overflow=best_effort"
+        )
+        assert code == 0, err
+        assert len(out.splitlines()) == len(f.read_text().splitlines())
