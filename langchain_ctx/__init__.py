@@ -1,0 +1,18 @@
+"""ctxfold for LangChain: conversion between LangChain messages and ctxfold's.
+
+Needs ``pip install 'ctxfold[langchain]'``. No compression logic lives here: the
+wrapper converts, delegates to :mod:`ctxfold`, and converts back.
+"""
+
+from __future__ import annotations
+
+from ctxfold.exceptions import MissingDependencyError
+
+try:
+    import langchain_core  # noqa: F401
+except ImportError:  # pragma: no cover - exercised without the extra installed
+    raise MissingDependencyError("langchain_ctx", "langchain-core", "langchain") from None
+
+from ._convert import from_langchain, to_langchain
+
+__all__ = ["from_langchain", "to_langchain"]

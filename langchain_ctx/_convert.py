@@ -1,0 +1,192 @@
+"""LangChain ``BaseMessage`` <-> ``ctxfold.Message``, lossless both ways."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    ChatMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
+
+from ctxfold import ContentPart, InvalidMessageError, Message, ToolCall
+
+__all__ = ["from_langchain", "to_langchain"]
+
+_KEY = "langchain"  # metadata key holding what the model does not see
+_ROLE_OF = {"system": "system", "human": "user", "ai": "assistant", "tool": "tool"}
+
+
+def _content_in(content: str | list[str | dict[str, Any]]) -> str | tuple[ContentPart, ...]:
+    if isinstance(content, str):
+        return content
+    return tuple(
+        ContentPart("text", item) if isinstance(item, str) else ContentPart.from_dict(item)
+        for item in content
+    )
+
+
+def _content_out(content: Any) -> str | list[str | dict[str, Any]]:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    return [p.to_dict() for p in content]
+
+
+def from_langchain(messages: Iterable[BaseMessage]) -> list[Message]:
+    """Convert LangChain messages to :class:`ctxfold.Message` objects.
+
+    Tool calls become :class:`ctxfold.ToolCall` (arguments as JSON text); fields the
+    model does not read (``additional_kwargs``, ``response_metadata``, usage, a tool's
+    ``artifact`` and ``status``) are kept in ``metadata["langchain"]`` so
+    :func:`to_langchain` rebuilds equal messages.
+    """
+    out: list[Message] = []
+    for i, m in enumerate(messages):
+        if not isinstance(m, BaseMessage):
+            raise InvalidMessageError(
+                f"expected a LangChain BaseMessage, got {type(m).__name__}", index=i
+            )
+        kept: dict[str, Any] = {"type": m.type}
+        if m.additional_kwargs:
+            kept["additional_kwargs"] = copy.deepcopy(m.additional_kwargs)
+        if m.response_metadata:
+            kept["response_metadata"] = copy.deepcopy(m.response_metadata)
+        if isinstance(m, ChatMessage):
+            role = m.role if m.role in ("system", "developer", "user", "assistant") else None
+            kept["role"] = m.role
+        else:
+            role = _ROLE_OF.get(m.type)
+        if role is None:
+            raise InvalidMessageError(
+                f"cannot convert a LangChain {type(m).__name__} (type {m.type!r}); use "
+                "SystemMessage, HumanMessage, AIMessage or ToolMessage",
+                index=i,
+            )
+        calls: tuple[ToolCall, ...] = ()
+        tool_call_id = None
+        if isinstance(m, AIMessage):
+            calls = tuple(
+                ToolCall(
+                    id=c["id"] or f"call_{i}_{k}",
+                    name=c["name"],
+                    arguments=json.dumps(c["args"], ensure_ascii=False),
+                )
+                for k, c in enumerate(m.tool_calls)
+            )
+            calls += tuple(
+                ToolCall(
+                    id=c.get("id") or f"invalid_{i}_{k}",
+                    name=c.get("name") or "",
+                    arguments=c.get("args") or "",
+                )
+                for k, c in enumerate(m.invalid_tool_calls)
+            )
+            if m.invalid_tool_calls:
+                kept["invalid_tool_calls"] = copy.deepcopy(m.invalid_tool_calls)
+            if any(c["id"] is None for c in m.tool_calls):
+                kept["missing_ids"] = [k for k, c in enumerate(m.tool_calls) if c["id"] is None]
+            if m.usage_metadata is not None:
+                kept["usage_metadata"] = copy.deepcopy(dict(m.usage_metadata))
+        elif isinstance(m, ToolMessage):
+            tool_call_id = m.tool_call_id
+            kept["status"] = m.status
+            if m.artifact is not None:
+                kept["artifact"] = copy.deepcopy(m.artifact)
+        try:
+            content = _content_in(m.content)
+        except InvalidMessageError as exc:
+            raise InvalidMessageError(exc.reason, index=i) from None
+        out.append(
+            Message(
+                role=role,
+                content=content,
+                name=m.name,
+                tool_calls=calls,
+                tool_call_id=tool_call_id,
+                id=m.id,
+                metadata={_KEY: kept},
+            )
+        )
+    return out
+
+
+def to_langchain(messages: Sequence[Message]) -> list[BaseMessage]:
+    """Convert :class:`ctxfold.Message` objects to LangChain messages.
+
+    Messages that came from :func:`from_langchain` get their LangChain-only fields back;
+    any other message gets the natural LangChain type for its role.
+    """
+    out: list[BaseMessage] = []
+    for m in messages:
+        kept: dict[str, Any] = copy.deepcopy(dict(m.metadata.get(_KEY) or {}))
+        common: dict[str, Any] = {
+            "content": _content_out(m.content),
+            "additional_kwargs": kept.get("additional_kwargs", {}),
+            "response_metadata": kept.get("response_metadata", {}),
+            "id": m.id,
+            "name": m.name,
+        }
+        if "role" in kept:
+            out.append(ChatMessage(role=kept["role"], **common))
+        elif m.role in ("system", "developer"):
+            out.append(SystemMessage(**common))
+        elif m.role == "user":
+            out.append(HumanMessage(**common))
+        elif m.role == "assistant":
+            invalid = list(kept.get("invalid_tool_calls", []))
+            invalid_ids = {c.get("id") for c in invalid}
+            missing = set(kept.get("missing_ids", []))
+            valid: list[dict[str, Any]] = []
+            for k, call in enumerate(m.tool_calls):
+                if call.id in invalid_ids:
+                    continue
+                try:
+                    args = json.loads(call.arguments)
+                except ValueError:
+                    args = None
+                if not isinstance(args, dict):
+                    invalid.append(
+                        {
+                            "type": "invalid_tool_call",
+                            "id": call.id,
+                            "name": call.name,
+                            "args": call.arguments,
+                            "error": "arguments are not a JSON object",
+                        }
+                    )
+                    continue
+                valid.append(
+                    {
+                        "type": "tool_call",
+                        "id": None if k in missing else call.id,
+                        "name": call.name,
+                        "args": args,
+                    }
+                )
+            out.append(
+                AIMessage(
+                    **common,
+                    tool_calls=valid,
+                    invalid_tool_calls=invalid,
+                    usage_metadata=kept.get("usage_metadata"),
+                )
+            )
+        else:  # tool
+            out.append(
+                ToolMessage(
+                    **common,
+                    tool_call_id=m.tool_call_id or "",
+                    status=kept.get("status", "success"),
+                    artifact=kept.get("artifact"),
+                )
+            )
+    return out

@@ -1,0 +1,18 @@
+"""ctxfold for LlamaIndex: conversion between LlamaIndex chat messages and ctxfold's.
+
+Needs ``pip install 'ctxfold[llamaindex]'``. No compression logic lives here: the
+wrapper converts, delegates to :mod:`ctxfold`, and converts back.
+"""
+
+from __future__ import annotations
+
+from ctxfold.exceptions import MissingDependencyError
+
+try:
+    import llama_index.core  # noqa: F401
+except ImportError:  # pragma: no cover - exercised without the extra installed
+    raise MissingDependencyError("llamaindex_ctx", "llama-index-core", "llamaindex") from None
+
+from ._convert import from_llamaindex, to_llamaindex
+
+__all__ = ["from_llamaindex", "to_llamaindex"]

@@ -1,0 +1,161 @@
+"""LlamaIndex ``ChatMessage`` <-> ``ctxfold.Message``, lossless both ways."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from llama_index.core.base.llms.types import (
+    ChatMessage,
+    MessageRole,
+    TextBlock,
+    ToolCallBlock,
+)
+
+from ctxfold import ContentPart, InvalidMessageError, Message, ToolCall
+
+__all__ = ["from_llamaindex", "to_llamaindex"]
+
+_KEY = "llamaindex"  # metadata key holding what the model does not see
+_ROLE_OF = {
+    "system": "system",
+    "developer": "developer",
+    "user": "user",
+    "assistant": "assistant",
+    "chatbot": "assistant",
+    "model": "assistant",
+    "tool": "tool",
+    "function": "tool",
+}
+
+
+def _call_from_kwargs(raw: Any) -> ToolCall:
+    """An OpenAI-style tool call, as a dict or as the OpenAI SDK's object."""
+    if isinstance(raw, Mapping):
+        fn = raw.get("function") or {}
+        call_id, name, args = raw.get("id"), fn.get("name"), fn.get("arguments", "{}")
+    else:
+        call_id, name, args = raw.id, raw.function.name, raw.function.arguments
+    if not isinstance(args, str):
+        args = json.dumps(args, ensure_ascii=False)
+    return ToolCall(id=str(call_id), name=str(name), arguments=args)
+
+
+def from_llamaindex(messages: Iterable[ChatMessage]) -> list[Message]:
+    """Convert LlamaIndex ``ChatMessage`` objects to :class:`ctxfold.Message` objects.
+
+    Tool calls are read from ``ToolCallBlock`` blocks and from OpenAI-style
+    ``additional_kwargs["tool_calls"]``; a tool result's ``tool_call_id`` from
+    ``additional_kwargs``. Other blocks (images, audio, thinking) are carried through.
+    What the model does not read is kept in ``metadata["llamaindex"]`` so
+    :func:`to_llamaindex` rebuilds equal messages. (LlamaIndex holds tool arguments
+    parsed, so arguments that came as JSON text keep their value, not their spacing.)
+    """
+    out: list[Message] = []
+    for i, m in enumerate(messages):
+        if not isinstance(m, ChatMessage):
+            raise InvalidMessageError(
+                f"expected a LlamaIndex ChatMessage, got {type(m).__name__}", index=i
+            )
+        role_name = m.role.value if isinstance(m.role, MessageRole) else str(m.role)
+        role = _ROLE_OF.get(role_name)
+        if role is None:
+            raise InvalidMessageError(f"cannot convert LlamaIndex role {role_name!r}", index=i)
+        kwargs = copy.deepcopy(dict(m.additional_kwargs))
+        kept: dict[str, Any] = {"role": role_name, "layout": []}
+        parts: list[ContentPart] = []
+        calls: list[ToolCall] = []
+        for k, block in enumerate(m.blocks):
+            if isinstance(block, TextBlock):
+                parts.append(ContentPart("text", block.text))
+                kept["layout"].append("text")
+            elif isinstance(block, ToolCallBlock):
+                args = block.tool_kwargs
+                calls.append(
+                    ToolCall(
+                        id=block.tool_call_id or f"call_{i}_{k}",
+                        name=block.tool_name,
+                        arguments=args
+                        if isinstance(args, str)
+                        else json.dumps(args, ensure_ascii=False),
+                    )
+                )
+                kept["layout"].append("tool_call" if block.tool_call_id else "tool_call:no_id")
+            else:
+                dumped = block.model_dump(mode="json")
+                kind = dumped.pop("block_type")
+                parts.append(ContentPart(kind, extra=json.dumps(dumped, ensure_ascii=False)))
+                kept["layout"].append("other")
+        raw_calls = kwargs.pop("tool_calls", None)
+        if raw_calls:
+            calls.extend(_call_from_kwargs(c) for c in raw_calls)
+            kept["kwargs_tool_calls"] = True
+        tool_call_id = kwargs.pop("tool_call_id", None) if role == "tool" else None
+        name = kwargs.pop("name", None)
+        if kwargs:
+            kept["additional_kwargs"] = kwargs
+        content: str | tuple[ContentPart, ...]
+        if len(parts) == 1 and parts[0].type == "text":
+            content = parts[0].text or ""
+        else:
+            content = tuple(parts)
+        out.append(
+            Message(
+                role=role,
+                content=content,
+                name=name if isinstance(name, str) else None,
+                tool_calls=tuple(calls),
+                tool_call_id=tool_call_id,
+                metadata={_KEY: kept},
+            )
+        )
+    return out
+
+
+def to_llamaindex(messages: Sequence[Message]) -> list[ChatMessage]:
+    """Convert :class:`ctxfold.Message` objects to LlamaIndex ``ChatMessage`` objects.
+
+    Tool calls become ``ToolCallBlock`` blocks (LlamaIndex 0.14's form) unless the
+    message came with OpenAI-style ``additional_kwargs["tool_calls"]``; a tool result
+    carries ``additional_kwargs["tool_call_id"]``, as LlamaIndex's agents write it.
+    """
+    out: list[ChatMessage] = []
+    for m in messages:
+        kept: dict[str, Any] = copy.deepcopy(dict(m.metadata.get(_KEY) or {}))
+        kwargs: dict[str, Any] = kept.get("additional_kwargs", {})
+        if m.name is not None:
+            kwargs["name"] = m.name
+        if m.tool_call_id is not None:
+            kwargs["tool_call_id"] = m.tool_call_id
+        blocks: list[Any] = []
+        if isinstance(m.content, str):
+            if m.content or not m.tool_calls or "text" in kept.get("layout", ["text"]):
+                blocks.append(TextBlock(text=m.content))
+        else:
+            for p in m.content or ():
+                if p.type == "text" and p.text is not None:
+                    blocks.append(TextBlock(text=p.text))
+                else:
+                    blocks.append({"block_type": p.type, **p.data})
+        if kept.get("kwargs_tool_calls"):
+            kwargs["tool_calls"] = [c.to_openai() for c in m.tool_calls]
+        else:
+            no_id = [
+                x == "tool_call:no_id" for x in kept.get("layout", []) if x.startswith("tool_call")
+            ]
+            for k, c in enumerate(m.tool_calls):
+                try:
+                    args: Any = json.loads(c.arguments)
+                except ValueError:
+                    args = c.arguments
+                missing = no_id[k] if k < len(no_id) else False
+                blocks.append(
+                    ToolCallBlock(
+                        tool_call_id=None if missing else c.id, tool_name=c.name, tool_kwargs=args
+                    )
+                )
+        role = kept.get("role", m.role)
+        out.append(ChatMessage(role=role, blocks=blocks, additional_kwargs=kwargs))
+    return out
