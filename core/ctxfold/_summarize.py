@@ -1,0 +1,377 @@
+"""Extractive summarization: score sentences and lines, keep the best, in order."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from ._adapters import Piece
+from ._text import find_identifiers, split_lines, split_sentences
+
+__all__ = ["ExtractiveSummarizer", "ScoreContext", "Summarizer", "render", "segments_of"]
+
+_STOP = frozenset(
+    [
+        "a",
+        "about",
+        "above",
+        "after",
+        "again",
+        "all",
+        "also",
+        "am",
+        "an",
+        "and",
+        "any",
+        "are",
+        "as",
+        "at",
+        "be",
+        "because",
+        "been",
+        "before",
+        "being",
+        "below",
+        "between",
+        "both",
+        "but",
+        "by",
+        "can",
+        "could",
+        "did",
+        "do",
+        "does",
+        "doing",
+        "done",
+        "down",
+        "during",
+        "each",
+        "even",
+        "ever",
+        "few",
+        "for",
+        "from",
+        "further",
+        "get",
+        "got",
+        "had",
+        "has",
+        "have",
+        "having",
+        "he",
+        "her",
+        "here",
+        "hers",
+        "him",
+        "his",
+        "how",
+        "i",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "itself",
+        "just",
+        "know",
+        "like",
+        "made",
+        "make",
+        "many",
+        "me",
+        "might",
+        "more",
+        "most",
+        "much",
+        "must",
+        "my",
+        "no",
+        "nor",
+        "not",
+        "now",
+        "of",
+        "off",
+        "oh",
+        "ok",
+        "okay",
+        "on",
+        "once",
+        "one",
+        "only",
+        "or",
+        "other",
+        "our",
+        "out",
+        "over",
+        "own",
+        "really",
+        "right",
+        "same",
+        "say",
+        "see",
+        "she",
+        "should",
+        "so",
+        "some",
+        "such",
+        "than",
+        "that",
+        "the",
+        "their",
+        "them",
+        "then",
+        "there",
+        "these",
+        "they",
+        "thing",
+        "things",
+        "think",
+        "this",
+        "those",
+        "though",
+        "through",
+        "to",
+        "too",
+        "under",
+        "until",
+        "up",
+        "us",
+        "very",
+        "was",
+        "way",
+        "we",
+        "well",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "while",
+        "who",
+        "whom",
+        "why",
+        "will",
+        "with",
+        "would",
+        "yeah",
+        "yes",
+        "yet",
+        "you",
+        "your",
+        "yours",
+        "hey",
+        "hi",
+        "hello",
+        "thanks",
+        "thank",
+        "wow",
+        "great",
+        "good",
+        "nice",
+        "awesome",
+        "cool",
+        "sure",
+        "lot",
+        "lots",
+    ]
+)
+_DECISION = re.compile(
+    r"(?i)\b(?:decid\w*|chose|choose|plan(?:ned)?|let's|we'll|i'll|will (?:now|use|try|fix|"
+    r"add|change|run)|should|must|root cause|the (?:fix|issue|problem|bug) (?:is|was)|"
+    r"because|instead|conclusion|solution|agreed?)\b"
+)
+_CAPITAL = re.compile(r"(?<=[a-z,;:] )[A-Z][a-z]{2,}")
+_NUMBER = re.compile(r"\d+(?:[.,:/-]\d+)*")
+
+
+#: Segments scoring below this carry nothing worth a token ("Thanks, Mel!", "Sure.").
+FILLER = 0.3
+
+
+@runtime_checkable
+class Summarizer(Protocol):
+    """Shortens text to at most ``max_tokens``. This is a Protocol: any object with a
+    ``summarize(text, *, max_tokens)`` method works, an LLM-backed one included."""
+
+    def summarize(self, text: str, *, max_tokens: int) -> str:
+        """A summary of ``text`` within ``max_tokens`` tokens."""
+        ...
+
+
+@dataclass
+class ScoreContext:
+    """What scoring knows about the conversation: word rarity and the current goal.
+
+    ``idf`` holds content words only (no stop words, three letters or more), capped.
+    """
+
+    idf: dict[str, float] = field(default_factory=dict)
+    goal: frozenset[str] = frozenset()
+    repeated_later: frozenset[str] = frozenset()
+
+    @classmethod
+    def build(cls, documents: Sequence[str], goal: str = "") -> ScoreContext:
+        """IDF over ``documents`` (one per message) and the content words of ``goal``."""
+        df: Counter[str] = Counter()
+        for doc in documents:
+            df.update(set(_CONTENT.findall(doc.lower())))
+        for w in _STOP & df.keys():
+            del df[w]
+        n = max(len(documents), 1)
+        idf = {w: min(math.log((n + 1) / (c + 0.5)), 4.0) for w, c in df.items()}
+        goal_words = frozenset(_CONTENT.findall(goal.lower())) - _STOP
+        return cls(idf=idf, goal=goal_words)
+
+
+_CONTENT = re.compile(r"[a-z][a-z'-]+[a-z]")
+_ZEROS = itertools.repeat(0.0)
+
+
+@dataclass(frozen=True, slots=True)
+class _Flags:
+    """Which costly patterns occur at all in a piece, so its segments skip the rest."""
+
+    error: bool = True
+    decision: bool = True
+    capital: bool = True
+
+    @classmethod
+    def of(cls, text: str) -> _Flags:
+        low = text.lower()
+        return cls(
+            bool(_ERROR_LOW.search(low)),
+            bool(_DECISION_LOW.search(low)),
+            bool(_CAPITAL.search(text)),
+        )
+
+
+# Errors and decisions, matched on lower-cased text without word boundaries: a little
+# looser than the line patterns of the adapters, and many times faster.
+_ERROR_LOW = re.compile(
+    r"error|exception|traceback|fail|fatal|panic|assert|denied|refused|not found|no such|"
+    r"cannot|can't|undefined|segmentation fault|timed out|timeout|warning|deprecat|"
+    r"exit code [1-9]|exit status [1-9]"
+)
+_DECISION_LOW = re.compile(
+    r"decid|chose|choose|plan|let's|we'll|i'll|will (?:now|use|try|fix|add|change|run)|"
+    r"should|must|root cause|the fix|the issue is|the problem is|the bug is|because|"
+    r"instead|conclusion|solution|agree"
+)
+
+
+_ALL = _Flags()
+
+
+def score(
+    text: str, ctx: ScoreContext, kinds: Sequence[str] | None = None, flags: _Flags = _ALL
+) -> float:
+    """How much a sentence or line is worth keeping: identifiers, numbers, names,
+    errors, decisions, rare words and words of the current goal count. ``kinds`` are
+    the identifier kinds in ``text`` when the caller already found them."""
+    low = text.lower()
+    content = set(_CONTENT.findall(low))
+    numbers = len(_NUMBER.findall(text))
+    info = sum(map(ctx.idf.get, content, _ZEROS))
+    if not info and not numbers and not kinds:
+        return 0.05
+    s = 0.2 + info / 4.0
+    if kinds is None:
+        kinds = [k for k, _, _, _ in find_identifiers(text)]
+    for kind in kinds:
+        s += 2.5 if kind in ("path", "url") else 1.5
+    s += 0.5 * min(numbers, 4)
+    if flags.capital:  # names and places, when they are not everywhere
+        rare = [w for w in _CAPITAL.findall(text) if ctx.idf.get(w.lower(), 2.0) >= 1.5]
+        s += 0.6 * min(len(rare), 4)
+    if flags.error and _ERROR_LOW.search(low):
+        s += 2.0
+    if flags.decision and _DECISION_LOW.search(low):
+        s += 0.8
+    if ctx.goal:
+        s += 0.8 * len(ctx.goal.intersection(content))
+    if len(content - _STOP) <= 2 and not numbers and not kinds:
+        s *= 0.3  # "Thanks, Mel!", "Sounds good." carry little
+    if text.rstrip().endswith("?"):
+        s *= 0.6  # a question asks; the answer holds the fact
+    if ctx.repeated_later and text.strip() in ctx.repeated_later:
+        s *= 0.1  # the same line is shown again later
+    return s
+
+
+def segments_of(piece: Piece) -> list[str]:
+    """The selectable fragments of a compressible piece (concatenation is its text)."""
+    return split_lines(piece.text) if piece.mode == "lines" else split_sentences(piece.text)
+
+
+def render(piece: Piece, segments: Sequence[str], chosen: Sequence[bool]) -> str:
+    """The piece with unchosen segments elided: ``...`` in prose, a line count in lines."""
+    out: list[str] = []
+    gap = 0
+    for seg, keep in zip(segments, chosen, strict=True):
+        if keep:
+            if gap:
+                out.append(_gap(piece, gap, out))
+                gap = 0
+            out.append(seg)
+        else:
+            gap += 1
+    if gap and out:
+        out.append(_gap(piece, gap, out))
+    return "".join(out)
+
+
+def _gap(piece: Piece, n: int, before: list[str]) -> str:
+    if piece.mode == "lines":
+        sep = "" if not before or before[-1].endswith("\n") else "\n"
+        return f"{sep}[... {n} line{'s' if n > 1 else ''} omitted]\n"
+    prev = before[-1] if before else ""
+    return "... " if not prev or prev[-1:].isspace() else " ... "
+
+
+class ExtractiveSummarizer:
+    """The default summarizer: no LLM, deterministic, milliseconds.
+
+    Keeps the sentences (or lines) worth the most per token — identifiers, numbers with
+    units, names, errors, decisions, words of the question being worked on — in their
+    original order, up to ``max_tokens``; never cuts inside an identifier, path, URL,
+    number or quoted string.
+    """
+
+    def __init__(self, *, chars_per_token: float = 4.0, goal: str = "") -> None:
+        self.chars_per_token = chars_per_token
+        self.goal = goal
+
+    def summarize(self, text: str, *, max_tokens: int) -> str:
+        """Keep the best sentences of ``text`` within about ``max_tokens`` tokens."""
+        budget = max_tokens * self.chars_per_token
+        if len(text) <= budget:
+            return text
+        piece = Piece(text, keep=False, mode="lines" if _is_lines(text) else "prose")
+        segs = segments_of(piece)
+        ctx = ScoreContext.build(segs, self.goal)
+        scores = [score(seg, ctx) for seg in segs]
+        order = sorted(range(len(segs)), key=lambda k: (-scores[k] / max(len(segs[k]), 12), k))
+        chosen = [False] * len(segs)
+        used = 0.0
+        for k in order:
+            if scores[k] < FILLER and used:
+                continue  # filler is not worth a token
+            if used + len(segs[k]) <= budget:
+                chosen[k] = True
+                used += len(segs[k])
+        return render(piece, segs, chosen)
+
+    def summarize_messages(self, texts: Iterable[str], *, max_tokens: int) -> str:
+        """Summarize several texts as one (for callers holding a list of messages)."""
+        return self.summarize("\n".join(texts), max_tokens=max_tokens)
+
+
+def _is_lines(text: str) -> bool:
+    lines = text.splitlines()
+    return len(lines) >= 4 and sum(len(ln) < 100 for ln in lines) * 10 >= len(lines) * 7

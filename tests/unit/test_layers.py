@@ -1,0 +1,118 @@
+"""Encoding layers: whitespace, JSON, truncation, and codebooks that decode exactly."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ctxfold import Codebook, ConfigurationError, Layers, decode, get_counter
+from ctxfold._layers import (
+    CodebookError,
+    build_codebook,
+    minify_json,
+    normalize_whitespace,
+    truncate_observation,
+)
+
+
+def test_whitespace_keeps_indentation_and_collapses_prose_runs():
+    code = "def f():\n    x  =  1   \n\n\n\n    return x\n"
+    out = normalize_whitespace(code, prose=False)
+    assert out == "def f():\n    x  =  1\n\n    return x\n"
+    assert normalize_whitespace("a   b  c  \n", prose=True) == "a b c\n"
+    yaml = "key:\n  - a\n  - b   \n"
+    assert normalize_whitespace(yaml, prose=False) == "key:\n  - a\n  - b\n"
+
+
+def test_json_minify_keeps_the_value_and_strings_untouched():
+    text = json.dumps({"msg": "two  spaces   here", "n": [1, 2]}, indent=4)
+    out = minify_json(text)
+    assert out is not None and json.loads(out) == json.loads(text)
+    assert "two  spaces   here" in out
+    assert minify_json('{"a":1}') is None  # already minimal
+    assert minify_json("not json") is None
+
+
+def test_truncation_keeps_head_tail_and_errors_with_a_marker():
+    lines = [f"line {i}\n" for i in range(300)]
+    lines[150] = "ERROR: disk full at /var/data\n"
+    out = truncate_observation("".join(lines), max_lines=100, head=10, tail=5)
+    assert out is not None
+    assert out.startswith("line 0\n") and out.endswith("line 299\n")
+    assert "ERROR: disk full at /var/data" in out
+    assert "[... 284 lines cut (" in out
+    assert truncate_observation("short\n", max_lines=100, head=10, tail=5) is None
+
+
+def test_layer_settings_are_checked():
+    with pytest.raises(ConfigurationError, match="truncate_head"):
+        Layers(truncate_lines=10, truncate_head=8, truncate_tail=5)
+    with pytest.raises(ConfigurationError, match="truncate_lines"):
+        Layers(truncate_lines=0)
+
+
+def test_codebook_encodes_at_word_boundaries_and_lists_only_used_codes():
+    book = Codebook({"D0": "marshmallow", "D1": "unused_phrase"})
+    encoded, used = book.encode("marshmallow.fields and marshmallows")
+    assert encoded == "§D0.fields and marshmallows"
+    assert used == {"D0"}
+    assert "§D0 = marshmallow" in book.header(used) and "D1" not in book.header(used)
+    assert book.decode(encoded) == "marshmallow.fields and marshmallows"
+
+
+def test_dynamic_codebook_and_path_aliases_save_tokens_and_decode():
+    counter = get_counter("o200k_base")
+    text = "\n".join(
+        f"/testbed/src/sqlfluff/rules/L0{i}.py: SomeVeryLongIdentifierName used here"
+        for i in range(20)
+    )
+    book = build_codebook([text], counter.count_text, dynamic=True, paths=True)
+    assert any(v.startswith("/testbed/src/sqlfluff/") for v in book.entries.values())
+    encoded, used = book.encode(text)
+    assert counter.count_text(encoded) + counter.count_text(book.header(used)) < (
+        counter.count_text(text)
+    )
+    assert book.decode(encoded) == text
+
+
+def test_unknown_code_is_a_clear_error():
+    with pytest.raises(CodebookError, match="unknown code §ZZ"):
+        decode("a §ZZ b", {"D0": "x"})
+    assert decode("a §ZZ b", {}) == "a §ZZ b"  # nothing was encoded
+
+
+PHRASES = st.lists(
+    st.text(
+        st.characters(codec="utf-8", categories=("L", "N", "P", "Zs")), min_size=2, max_size=12
+    ).filter(lambda p: "§" not in p and p.strip() == p and p),
+    min_size=1,
+    max_size=6,
+    unique=True,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=400), PHRASES)
+def test_decode_of_encode_is_exact_even_with_code_like_text(text, phrases):
+    # text may already hold "§", "§§", "§D0" and the like
+    book = Codebook({f"D{k}": p for k, p in enumerate(phrases)})
+    encoded, _ = book.encode(text)
+    assert book.decode(encoded) == text
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(
+            ["§", "§§", "§D0", "/usr/lib/python3/", "marshmallow", " ", "\n", "x", "§P0/"]
+        ),
+        max_size=40,
+    ).map("".join)
+)
+def test_round_trip_on_adversarial_text(text):
+    book = Codebook({"D0": "marshmallow", "P0": "/usr/lib/python3/"})
+    encoded, _ = book.encode(text)
+    assert book.decode(encoded) == text

@@ -1,0 +1,89 @@
+"""Identifier finding and sentence splitting: the primitives the engine relies on."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ctxfold._text import find_identifiers, json_strings, json_values, split_sentences
+
+CASES = [
+    ("Fix src/auth/middleware.ts now.", [("path", "src/auth/middleware.ts")]),
+    ("see (https://github.com/a/b/issues/12).", [("url", "https://github.com/a/b/issues/12")]),
+    (
+        'File "/testbed/src/marshmallow/schema.py", line 12',
+        [("path", "/testbed/src/marshmallow/schema.py")],
+    ),
+    ("open C:\\Users\\me\\report.docx please", [("path", "C:\\Users\\me\\report.docx")]),
+    ("edit ./a/b.py:12:4 and ../x/y.js", [("path", "./a/b.py:12:4"), ("path", "../x/y.js")]),
+    ("the README.md and setup.cfg", [("path", "README.md"), ("path", "setup.cfg")]),
+    (
+        "call sch.validate() then self._do_load",
+        [("dotted", "sch.validate"), ("dotted", "self._do_load")],
+    ),
+    ("user mia_li_3668 flight HAT039", [("id", "mia_li_3668"), ("id", "HAT039")]),
+    ("on 2024-05-20 at noon", [("date", "2024-05-20")]),
+    ("a one_way trip", [("snake", "one_way")]),
+    ("raises TypeError in getUser", [("camel", "TypeError"), ("camel", "getUser")]),
+    ("run `pip install -e .` first", [("code", "pip install -e .")]),
+    ("use `hexdump` or `xxd`", []),  # a single word in backticks is not a command
+    ("e.g. this, i.e. that, and/or Y/n, 100it/s, 9999/9999", []),
+    ("costs 3.50 in 60s at 385p", []),
+    ("</output> and </instructions>", []),
+    ("x = 5; log(a / b) >= 0", []),
+    (
+        "var a=document.getElementById('x');a.addEventListener('click',f)",
+        [("dotted", "document.getElementById"), ("dotted", "a.addEventListener")],
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), CASES)
+def test_identifiers_table(text, expected):
+    assert [(k, v) for k, v, _, _ in find_identifiers(text)] == expected
+
+
+def test_identifier_offsets_point_at_the_value():
+    text = "x src/a.py, and HAT039."
+    for _, value, start, end in find_identifiers(text):
+        assert text[start:end] == value
+
+
+def test_json_helpers():
+    args = (
+        '{"reservation_id": "PUNERT", "cabin": "economy", "n": 2, "name": "Mia", "t": "22:00:00"}'
+    )
+    assert json_values(args) == [("value", "PUNERT")]
+    assert json_strings('{"command": "cat a.py\\nls"}') == "cat a.py\nls"
+    assert json_strings("not json") == "not json"
+
+
+@pytest.mark.parametrize(
+    ("text", "sentences"),
+    [
+        (
+            "Open src/auth/middleware.ts. Then run it!",
+            ["Open src/auth/middleware.ts. ", "Then run it!"],
+        ),
+        ("Version 3.14 is out. Pi is 3.14159.", ["Version 3.14 is out. ", "Pi is 3.14159."]),
+        ('He said "Stop. Now." and left. Done.', ['He said "Stop. Now." and left. ', "Done."]),
+        ("See https://x.io/a.b?c=d. Next.", ["See https://x.io/a.b?c=d. ", "Next."]),
+        ("line one\nline two", ["line one\n", "line two"]),
+    ],
+)
+def test_sentences_never_cut_identifiers_numbers_or_quotes(text, sentences):
+    assert split_sentences(text) == sentences
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=300))
+def test_sentences_concatenate_to_the_text(text):
+    assert "".join(split_sentences(text)) == text
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=300))
+def test_identifier_finding_never_crashes_and_values_are_substrings(text):
+    for _, value, start, end in find_identifiers(text):
+        assert text[start:end] == value and value
