@@ -11,8 +11,18 @@ from __future__ import annotations
 
 import logging
 
+from ._adapters import (
+    BaseAdapter,
+    FormatAdapter,
+    Piece,
+    adapters,
+    register_adapter,
+    unregister_adapter,
+)
 from ._api import compress
+from ._auto import AutoCompressor
 from ._compressor import BaseCompressor, Compressor
+from ._layers import Codebook, Layers, decode
 from ._messages import (
     ContentPart,
     Message,
@@ -26,6 +36,7 @@ from ._messages import (
 from ._registry import register_strategy, resolve_strategy, strategies
 from ._result import CompressionResult, CompressionStats, Decision
 from ._sliding_window import SlidingWindow
+from ._summarize import ExtractiveSummarizer, Summarizer
 from ._tokens import ApproxCounter, CallableCounter, TiktokenCounter, TokenCounter, get_counter
 from ._units import Grouping, Unit, group_units
 from .exceptions import (
@@ -40,9 +51,12 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ApproxCounter",
+    "AutoCompressor",
+    "BaseAdapter",
     "BaseCompressor",
     "BudgetError",
     "CallableCounter",
+    "Codebook",
     "CompressionResult",
     "CompressionStats",
     "Compressor",
@@ -50,27 +64,36 @@ __all__ = [
     "ContentPart",
     "CtxfoldError",
     "Decision",
+    "ExtractiveSummarizer",
+    "FormatAdapter",
     "Grouping",
     "InvalidMessageError",
+    "Layers",
     "Message",
     "MissingDependencyError",
+    "Piece",
     "SlidingWindow",
+    "Summarizer",
     "TiktokenCounter",
     "TokenCounter",
     "ToolCall",
     "Unit",
     "__version__",
+    "adapters",
     "as_messages",
     "compress",
+    "decode",
     "from_anthropic",
     "from_openai",
     "get_counter",
     "group_units",
+    "register_adapter",
     "register_strategy",
     "resolve_strategy",
     "strategies",
     "to_anthropic",
     "to_openai",
+    "unregister_adapter",
 ]
 
 logging.getLogger("ctxfold").addHandler(logging.NullHandler())

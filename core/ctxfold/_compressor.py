@@ -97,6 +97,7 @@ class BaseCompressor(ABC):
         cnt = get_counter(counter)
         grouping = group_units(msgs)
         before = cnt.count_messages(msgs)
+        savings: Mapping[str, int] = {}
         if before <= budget:
             out: Sequence[Message] = msgs
             trace = [
@@ -104,7 +105,9 @@ class BaseCompressor(ABC):
                 for i, t in enumerate(cnt.count_message(m) for m in msgs)
             ]
         else:
-            out, trace = self._compress(msgs, budget=budget, counter=cnt, grouping=grouping)
+            out, trace, savings = self._compress(
+                msgs, budget=budget, counter=cnt, grouping=grouping
+            )
         after = cnt.count_messages(out)
         stats = CompressionStats(
             strategy=self.name,
@@ -115,6 +118,7 @@ class BaseCompressor(ABC):
             messages_before=len(msgs),
             messages_after=len(out),
             elapsed_ms=(time.perf_counter() - started) * 1000.0,
+            savings=savings,
         )
         result = CompressionResult(
             messages=tuple(out),
@@ -141,8 +145,9 @@ class BaseCompressor(ABC):
         budget: int,
         counter: TokenCounter,
         grouping: Grouping,
-    ) -> tuple[Sequence[Message], list[Decision]]:
-        """Compress a history known to exceed ``budget``; return messages and trace."""
+    ) -> tuple[Sequence[Message], list[Decision], Mapping[str, int]]:
+        """Compress a history known to exceed ``budget``; return the messages, the trace
+        (one decision per input message) and the tokens each step saved."""
 
     def __repr__(self) -> str:
         opts = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("_"))

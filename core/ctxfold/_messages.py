@@ -172,11 +172,19 @@ class Message:
     @cached_property
     def fingerprint(self) -> str:
         """SHA-256 of what the model sees (role, content, name, calls, call id, extras)."""
-        payload = to_openai([self])[0]
-        payload.pop("id", None)
-        return hashlib.sha256(
-            json.dumps(payload, ensure_ascii=False, sort_keys=True).encode("utf-8")
-        ).hexdigest()
+        content = self.content
+        if isinstance(content, tuple):
+            content = _dumps([p.to_dict() for p in content])
+        fields = [
+            self.role,
+            "\x00" if content is None else content,
+            self.name or "",
+            self.tool_call_id or "",
+            *(f"{c.id}\x1e{c.name}\x1e{c.arguments}\x1e{c.type}" for c in self.tool_calls),
+            *(f"{k}\x1e{v}" for k, v in self.extras),
+        ]
+        data = "".join(f"{len(f)}:{f}" for f in fields).encode("utf-8", "surrogatepass")
+        return hashlib.sha256(data).hexdigest()
 
     def with_content(self, content: Content) -> Message:
         """Return a copy with new content (the original is untouched)."""

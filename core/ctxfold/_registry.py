@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
+from ._auto import AutoCompressor
 from ._compressor import Compressor
 from ._sliding_window import SlidingWindow
 from .exceptions import ConfigurationError
@@ -16,10 +17,11 @@ __all__ = ["register_strategy", "resolve_strategy", "strategies"]
 StrategyFactory = Callable[..., Compressor]
 
 _lock = threading.Lock()
-_registry: dict[str, StrategyFactory] = {"sliding_window": SlidingWindow}
-# "auto" is the best strategy that needs no LLM; until the deterministic engine lands
-# that is the sliding window.
-_aliases: dict[str, str] = {"auto": "sliding_window"}
+_registry: dict[str, StrategyFactory] = {
+    "auto": AutoCompressor,
+    "sliding_window": SlidingWindow,
+}
+_aliases: dict[str, str] = {}
 
 
 def strategies() -> Mapping[str, StrategyFactory]:

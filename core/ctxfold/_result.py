@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from ._messages import Message, to_anthropic, to_openai
@@ -43,6 +44,8 @@ class CompressionStats:
     messages_before: int
     messages_after: int
     elapsed_ms: float
+    savings: Mapping[str, int] = field(default_factory=dict)
+    """Tokens each layer or step saved (estimated), e.g. ``{"json": 120, "truncate": 800}``."""
 
     @property
     def ratio(self) -> float:
@@ -64,6 +67,7 @@ class CompressionStats:
     def as_dict(self) -> dict[str, Any]:
         """All fields plus ``ratio``, ``reduction_pct`` and ``fits``, for logs and JSON."""
         out = asdict(self)
+        out["savings"] = dict(self.savings)
         out.update(ratio=self.ratio, reduction_pct=self.reduction_pct, fits=self.fits)
         return out
 

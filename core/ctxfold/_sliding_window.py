@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import ClassVar
 
 from ._compressor import BaseCompressor, Overflow, check_choice, overflow
@@ -61,7 +61,7 @@ class SlidingWindow(BaseCompressor):
         budget: int,
         counter: TokenCounter,
         grouping: Grouping,
-    ) -> tuple[Sequence[Message], list[Decision]]:
+    ) -> tuple[Sequence[Message], list[Decision], Mapping[str, int]]:
         tokens = [counter.count_message(m) for m in messages]
         base = counter.count_messages([])  # per-conversation overhead
 
@@ -105,4 +105,4 @@ class SlidingWindow(BaseCompressor):
                 else:
                     kept.append(messages[i])
                     trace.append(Decision(i, "kept", reason, tokens[i], tokens[i], self.name))
-        return kept, trace
+        return kept, trace, {}

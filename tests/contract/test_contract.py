@@ -67,7 +67,7 @@ class _Broken(BaseCompressor):
             Decision(i, "kept" if i in keep else "dropped", "test", 0, 0, self.name)
             for i in range(len(messages))
         ]
-        return out, trace
+        return out, trace, {}
 
 
 @pytest.mark.parametrize(
@@ -92,9 +92,11 @@ def test_the_contract_catches_mutation_of_the_input():
             from ctxfold import Decision
 
             object.__setattr__(messages[1], "content", "mutated in place")
-            return messages[:1] + messages[-1:], [
-                Decision(i, "kept", "t", 0, 0, self.name) for i in range(len(messages))
-            ]
+            return (
+                messages[:1] + messages[-1:],
+                [Decision(i, "kept", "t", 0, 0, self.name) for i in range(len(messages))],
+                {},
+            )
 
     with pytest.raises(ContractViolation, match="pure"):
         check_invariants(Mutates(), copy.deepcopy(HISTORY), budget=60)
@@ -117,10 +119,23 @@ def test_the_contract_catches_a_split_tool_exchange():
             from ctxfold import Decision
 
             keep = [1, 3]
-            return [messages[i] for i in keep], [
-                Decision(i, "kept" if i in keep else "dropped", "t", 0, 0, self.name)
-                for i in range(len(messages))
-            ]
+            return (
+                [messages[i] for i in keep],
+                [
+                    Decision(i, "kept" if i in keep else "dropped", "t", 0, 0, self.name)
+                    for i in range(len(messages))
+                ],
+                {},
+            )
 
     with pytest.raises(ContractViolation, match="tool-call integrity"):
         check_invariants(DropsResult(), msgs, budget=40)
+
+
+class TestAuto(CompressorContract):
+    example_files = tuple(str(p) for p in EXAMPLES)
+
+    def make_compressor(self):
+        from ctxfold import AutoCompressor
+
+        return AutoCompressor()

@@ -21,7 +21,9 @@ def run(capsys, *args):
 
 
 def test_compress_writes_json_and_a_stats_table(capsys):
-    code, out, err = run(capsys, "compress", AIRLINE, "--budget", "1500")
+    code, out, err = run(
+        capsys, "compress", AIRLINE, "--budget", "1500", "--strategy", "sliding_window"
+    )
     assert code == 0
     record = json.loads(out)
     original = json.loads(Path(AIRLINE).read_text())
@@ -32,9 +34,26 @@ def test_compress_writes_json_and_a_stats_table(capsys):
     assert "strategy: sliding_window, counter: o200k_base" in err
 
 
+def test_default_strategy_is_auto_and_condenses_older_messages(capsys):
+    code, out, err = run(capsys, "compress", AIRLINE, "--budget", "1500", "--trace")
+    assert code == 0
+    messages = json.loads(out)["messages"]
+    assert any(m["content"].startswith("[ctxfold:") for m in messages)
+    assert "strategy: auto" in err and "summarized" in err and "folded:note" in err
+
+
 def test_percentage_budget_text_format_and_trace(capsys):
     code, out, err = run(
-        capsys, "compress", AIRLINE, "--budget", "50%", "--format", "text", "--trace"
+        capsys,
+        "compress",
+        AIRLINE,
+        "--budget",
+        "50%",
+        "--format",
+        "text",
+        "--trace",
+        "--strategy",
+        "sliding_window",
     )
     assert code == 0
     assert out.startswith("[system]")
@@ -44,7 +63,16 @@ def test_percentage_budget_text_format_and_trace(capsys):
 
 def test_strategy_options_pass_through(capsys):
     code, _, err = run(
-        capsys, "compress", AIRLINE, "--budget", "1500", "--option", "keep_first=1", "--trace"
+        capsys,
+        "compress",
+        AIRLINE,
+        "--budget",
+        "1500",
+        "--option",
+        "keep_first=1",
+        "--trace",
+        "--strategy",
+        "sliding_window",
     )
     assert code == 0 and "keep_first" in err
 

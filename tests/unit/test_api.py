@@ -27,7 +27,7 @@ def test_compress_accepts_openai_dicts_and_returns_openai_dicts():
     before = json.dumps(raw)
     result = ctxfold.compress(raw, budget=1500)
     assert isinstance(result, CompressionResult)
-    assert result.strategy == "sliding_window"
+    assert result.strategy == "auto"
     assert result.stats.tokens_after <= 1500 < result.stats.tokens_before
     out = result.to_openai()
     assert out[0] == raw[0]  # system prompt kept verbatim
@@ -78,6 +78,7 @@ def test_strategy_options_and_instances():
         ({"strategy": "nope"}, "unknown strategy 'nope'; registered: auto, sliding_window"),
         ({"strategy": 42}, "strategy must be"),
         ({"strategy": "sliding_window", "window": 3}, "rejected its options"),
+        ({"recent_share": 1.5}, "recent_share must be a number in"),
         ({"strategy": SlidingWindow(), "keep_first": 1}, "configure the instance"),
         ({"counter": "p50k_bogus"}, "unknown tokenizer"),
     ],
@@ -107,12 +108,16 @@ def test_registering_a_strategy_makes_it_available_by_name():
         name = "keep_last_only"
 
         def _compress(self, messages, *, budget, counter, grouping):
-            return messages[-1:], [
-                ctxfold.Decision(
-                    i, "kept" if i == len(messages) - 1 else "dropped", "t", 0, 0, self.name
-                )
-                for i in range(len(messages))
-            ]
+            return (
+                messages[-1:],
+                [
+                    ctxfold.Decision(
+                        i, "kept" if i == len(messages) - 1 else "dropped", "t", 0, 0, self.name
+                    )
+                    for i in range(len(messages))
+                ],
+                {},
+            )
 
     ctxfold.register_strategy("keep_last_only", KeepAll)
     try:
@@ -131,7 +136,12 @@ def test_strategies_view_is_read_only():
 
 
 def test_result_converts_to_anthropic():
-    result = ctxfold.compress(record()["messages"], budget=1500)
+    result = ctxfold.compress(record()["messages"], budget=1500, strategy="sliding_window")
     system, turns = result.to_anthropic()
     assert system == record()["messages"][0]["content"]
+    assert all(t["role"] in ("user", "assistant") for t in turns)
+    # auto's note is a system-style message: Anthropic gets it in the system parameter
+    system, turns = ctxfold.compress(record()["messages"], budget=1500).to_anthropic()
+    assert system.startswith(record()["messages"][0]["content"])
+    assert "[ctxfold:" in system
     assert all(t["role"] in ("user", "assistant") for t in turns)

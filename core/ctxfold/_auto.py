@@ -1,0 +1,695 @@
+"""The ``auto`` strategy: the deterministic compression engine.
+
+1. Pinned messages (system, developer) and a recency window of the newest whole units
+   stay verbatim.
+2. Older messages go through the encoding layers (dedup, truncation, JSON, whitespace)
+   and the format adapters, which mark what to preserve and what is compressible.
+3. One global selection keeps the sentences and lines worth the most per token across
+   all older messages (identifiers, numbers, names, errors, decisions, the goal), and
+   the units that hold them; a unit is never split.
+4. What is folded away leaves its identifiers in one short note, so every file path, id
+   and name stays findable. The exact count is checked and the selection trimmed until
+   the budget holds.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar, NamedTuple
+
+from ._adapters import FormatAdapter, Piece, adapters, split_message_text
+from ._compressor import BaseCompressor, Overflow, check_choice, overflow
+from ._layers import (
+    Layers,
+    _maybe_whitespace,
+    build_codebook,
+    looks_indentation_sensitive,
+    minify_json,
+    normalize_whitespace,
+    truncate_observation,
+)
+from ._messages import ROLES, Message, ToolCall
+from ._result import Action, Decision
+from ._summarize import _ALL as _ALL_FLAGS
+from ._summarize import (
+    FILLER,
+    ScoreContext,
+    Summarizer,
+    _Flags,
+    render,
+    score,
+    segments_of,
+)
+from ._text import find_identifiers, json_strings, json_values
+from ._tokens import TokenCounter
+from ._units import Grouping, Unit
+from .exceptions import ConfigurationError
+
+__all__ = ["AutoCompressor"]
+
+_KIND_WEIGHT = {
+    "path": 3.0,
+    "url": 3.0,
+    "id": 2.5,
+    "value": 2.0,
+    "code": 2.0,
+    "date": 2.0,
+    "dotted": 1.5,
+    "snake": 1.2,
+    "camel": 1.2,
+}
+NOTE_KEY = "ctxfold"
+_ID_ITEM = -2  # _Item.plan of an identifier to list in the note
+_TAG_COST = 3.0  # tokens a speaker tag and line break cost in the note
+_NOTE_OVERHEAD = 20  # the note's own message overhead and header
+
+
+@dataclass
+class _Plan:
+    """How one older message can be shown: its pieces and their selectable segments.
+
+    Every piece is split into segments (sentences or lines); preserved pieces score
+    higher. Tool calls are selectable too. A unit whose segments are all chosen stays in
+    place (after layers and adapters); any other unit is condensed into the note.
+    """
+
+    index: int
+    tag: str
+    pieces: list[Piece]
+    segments: list[list[str]]
+    scores: list[list[float]]
+    chosen: list[list[bool]]
+    calls: tuple[ToolCall, ...]
+    call_scores: list[float]
+    call_chosen: list[bool]
+    reasons: list[str]
+    cpt: float
+    identifiers: list[tuple[str, str]] = field(default_factory=list)  # (kind, value)
+    echo: float = 1.0  # how much a mention here counts (tool output 1, people 2)
+    deduplicated: bool = False
+    savings: Counter[str] = field(default_factory=Counter)
+
+    def complete(self) -> bool:
+        return all(all(c) for c in self.chosen) and all(self.call_chosen)
+
+    def anything(self) -> bool:
+        return any(any(c) for c in self.chosen) or any(self.call_chosen)
+
+
+class _Item(NamedTuple):
+    """One selectable thing; items sort best first (tuples compare in C)."""
+
+    priority: float  # minus value per token
+    order: int
+    cost: float
+    plan: int  # message index, or _ID_ITEM for an identifier to list
+    piece: int  # -1 for a tool call
+    seg: int
+
+
+class AutoCompressor(BaseCompressor):
+    """Compress hard without an LLM, keeping what matters. The default strategy.
+
+    Args:
+        recent_share: share of the budget (after pinned messages) for the newest
+            units, kept verbatim.
+        task_share: the first user message (the task) stays verbatim if it needs at
+            most this share of the budget.
+        digest_share: at most this share of the budget lists the identifiers of
+            folded content (``0`` turns the note off).
+        layers: which encoding layers run (:class:`ctxfold.Layers`).
+        adapters: the format adapters to try, in order (default: the registry).
+        summarizer: a :class:`ctxfold.Summarizer` (an LLM) to rewrite compressible
+            text to the length the selection allots; default: extractive selection.
+        pin_roles: roles always kept verbatim.
+        note_role: the role of the note that lists folded identifiers.
+        overflow: ``"error"`` raises :class:`~ctxfold.BudgetError` when pinned
+            messages alone exceed the budget; ``"best_effort"`` returns them anyway.
+    """
+
+    name: ClassVar[str] = "auto"
+
+    def __init__(
+        self,
+        *,
+        recent_share: float = 0.25,
+        task_share: float = 0.25,
+        digest_share: float = 0.5,
+        layers: Layers | None = None,
+        adapters: Sequence[FormatAdapter] | None = None,
+        summarizer: Summarizer | None = None,
+        pin_roles: Iterable[str] = ("system", "developer"),
+        note_role: str = "system",
+        overflow: Overflow = "error",
+    ) -> None:
+        for label, value in (
+            ("recent_share", recent_share),
+            ("task_share", task_share),
+            ("digest_share", digest_share),
+        ):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+                raise ConfigurationError(f"{label} must be a number in [0, 1), got {value!r}")
+        self.recent_share = float(recent_share)
+        self.task_share = float(task_share)
+        self.digest_share = float(digest_share)
+        if layers is not None and not isinstance(layers, Layers):
+            raise ConfigurationError("layers must be a ctxfold.Layers instance")
+        self.layers = layers or Layers()
+        self.adapters = tuple(adapters) if adapters is not None else None
+        if summarizer is not None and not isinstance(summarizer, Summarizer):
+            raise ConfigurationError("summarizer needs a summarize(text, *, max_tokens) method")
+        self.summarizer = summarizer
+        self.pin_roles = tuple(pin_roles)
+        if set(self.pin_roles) - ROLES or note_role not in ROLES:
+            raise ConfigurationError(f"pin_roles and note_role must be among {sorted(ROLES)}")
+        self.note_role = note_role
+        check_choice("overflow", overflow, ("error", "best_effort"))
+        self.overflow: Overflow = overflow
+
+    # ------------------------------------------------------------------ main flow
+
+    def _compress(
+        self,
+        messages: list[Message],
+        *,
+        budget: int,
+        counter: TokenCounter,
+        grouping: Grouping,
+    ) -> tuple[Sequence[Message], list[Decision], Mapping[str, int]]:
+        n = len(messages)
+        tokens = [counter.count_message(m) for m in messages]
+        base = counter.count_messages([])
+        units = grouping.units
+        pinned = {
+            u.start for u in units if len(u) == 1 and messages[u.start].role in self.pin_roles
+        }
+        pinned_cost = base + sum(tokens[i] for i in pinned)
+        free = [u for u in units if u.start not in pinned]
+        if pinned_cost > budget or not free:
+            overflow(self.overflow, required=pinned_cost, budget=budget, what="the pinned messages")
+            return (*self._assemble_pinned_only(messages, tokens, pinned), {})
+        avail = budget - pinned_cost - _NOTE_OVERHEAD
+
+        # The task (the first user message) and the newest units stay verbatim.
+        verbatim: dict[int, str] = {}
+        used = 0
+        first_user = next((u for u in free if messages[u.start].role == "user"), None)
+        if first_user is not None and len(first_user) == 1:
+            cost = tokens[first_user.start]
+            if cost <= self.task_share * avail:
+                verbatim[first_user.start] = "task"
+                used += cost
+        for k, u in enumerate(reversed(free)):
+            if u.start in verbatim:
+                continue
+            cost = sum(tokens[i] for i in u.indices)
+            limit = self.recent_share * avail if k else max(self.recent_share, 0.6) * avail
+            if used + cost > limit:
+                break
+            for i in u.indices:
+                verbatim[i] = "recent"
+            used += cost
+        old_units = [u for u in free if u.start not in verbatim]
+        old_idx = [i for u in old_units for i in u.indices]
+
+        users = [i for i in range(n) if messages[i].role == "user"]
+        goal = " ".join(messages[i].text for i in {users[0], users[-1]}) if users else ""
+        ctx = ScoreContext.build([messages[i].text for i in old_idx], goal)
+        ctx.repeated_later = frozenset(self._lines_repeated_later(messages, old_idx))
+        plans = {i: self._plan(messages[i], i, tokens[i], ctx) for i in old_idx}
+        self._mark_duplicates(messages, plans, old_idx)
+
+        pool = self._identifier_pool(plans, old_idx, first_user.start if first_user else -1)
+        verbatim_text = "\n".join(
+            messages[i].text + " ".join(c.arguments for c in messages[i].tool_calls)
+            for i in verbatim
+        )
+        pool = [(v, w) for v, w in pool if v not in verbatim_text]
+        chosen_ids = [False] * len(pool)
+        items = self._items(plans, old_idx, first_user.start if first_user else -1, n, pool)
+        self._select(items, plans, avail - used, chosen_ids, self.digest_share * avail)
+
+        while True:
+            for _ in range(6):
+                out, trace = self._assemble(
+                    messages, tokens, counter, old_units, plans, pinned, verbatim, pool, chosen_ids
+                )
+                total = counter.count_messages(out)
+                if total <= budget:
+                    return out, trace, self._savings(plans, tokens, old_idx, out, counter)
+                if not self._trim(items, plans, chosen_ids, (total - budget) * 1.15 + 2):
+                    break
+            if not verbatim:
+                break
+            # Still over: fold the oldest verbatim unit too (the task first).
+            oldest = min(
+                (u for u in free if u.start in verbatim),
+                key=lambda u: (verbatim[u.start] != "task", u.start),
+                default=None,
+            )
+            if oldest is None:
+                break
+            for i in oldest.indices:
+                del verbatim[i]
+                plans[i] = self._plan(messages[i], i, tokens[i], ctx)
+            old_units = sorted([*old_units, oldest], key=lambda u: u.start)
+        out, trace = self._assemble(
+            messages, tokens, counter, old_units, plans, pinned, {}, [], [], force_fold=True
+        )
+        if counter.count_messages(out) > budget:
+            out = [m for m in out if m.metadata.get(NOTE_KEY) is None]
+            if counter.count_messages(out) > budget:  # pragma: no cover - pinned fit above
+                overflow(
+                    self.overflow,
+                    required=counter.count_messages(out),
+                    budget=budget,
+                    what="the pinned messages",
+                )
+        return out, trace, self._savings(plans, tokens, old_idx, out, counter)
+
+    # --------------------------------------------------------------- phase A: plans
+
+    def _plan(self, m: Message, i: int, tok: int, ctx: ScoreContext) -> _Plan:
+        layers = self.layers
+        reasons: list[str] = []
+        savings: Counter[str] = Counter()
+        calls = m.tool_calls
+        if layers.json and calls:
+            calls = tuple(
+                ToolCall(c.id, c.name, minify_json(c.arguments) or c.arguments, c.type)
+                for c in calls
+            )
+        call_texts = [f"{c.name}({c.arguments})" for c in calls]
+        identifiers: list[tuple[str, str]] = []
+        for c in calls:  # what the assistant acted on counts twice
+            acted = [(k, v) for k, v, _, _ in find_identifiers(json_strings(c.arguments))]
+            acted += json_values(c.arguments)
+            identifiers += acted + acted  # what the assistant acted on counts twice
+        call_scores = [score(t[:1500], ctx) + 1.0 for t in call_texts]
+        text = m.content if isinstance(m.content, str) else m.text
+        cpt = max(len(text) + sum(len(t) for t in call_texts), 1) / max(tok - 3, 1)
+        cpt = max(cpt, 1.0)
+        strings = json_strings(text) if text[:1] in "[{" else text
+        is_json = strings is not text
+        if is_json:  # ids live in the values; the keys are schema
+            identifiers += json_values(text)
+            identifiers += [(k, v) for k, v, _, _ in find_identifiers(strings)]
+        if layers.json:
+            mini = minify_json(text)
+            if mini is not None:
+                savings["json"] += round((len(text) - len(mini)) / cpt)
+                text = mini
+                reasons.append("layer:json")
+        truncated = False
+        if layers.truncate and m.role == "tool":
+            cut = truncate_observation(
+                text,
+                max_lines=layers.truncate_lines,
+                head=layers.truncate_head,
+                tail=layers.truncate_tail,
+            )
+            if cut is not None:
+                identifiers += [(k, v) for k, v, _, _ in find_identifiers(text)]
+                truncated = True
+                savings["truncate"] += round((len(text) - len(cut)) / cpt)
+                text = cut
+                reasons.append("layer:truncate")
+        if layers.whitespace and _maybe_whitespace(text):
+            norm = normalize_whitespace(text, prose=not looks_indentation_sensitive(text))
+            if norm != text:
+                savings["whitespace"] += round((len(text) - len(norm)) / cpt)
+                text = norm
+                reasons.append("layer:whitespace")
+        if "\n" not in text and text[:1] not in "[{<":  # one line of prose: no format
+            pieces, used = [Piece(text, keep=False)], list[str]()
+        else:
+            pieces, used = split_message_text(text, self.adapters or adapters())
+        rebuilt = "".join(p.text for p in pieces)
+        if len(rebuilt) > len(text):  # an adapter must never make things bigger
+            pieces = [Piece(text, keep=False)]
+            reasons.append(f"adapter_reverted:{'+'.join(used)}")
+        else:
+            reasons.extend(f"adapter:{a}" for a in used if a != "prose")
+            if rebuilt != text:
+                savings["adapters"] += round((len(text) - len(rebuilt)) / cpt)
+        segments: list[list[str]] = []
+        scores: list[list[float]] = []
+        for p in pieces:
+            segs = (
+                segments_of(p)
+                if not p.keep
+                else (p.text.splitlines(keepends=True) if "\n" in p.text.rstrip("\n") else [p.text])
+            )
+            found = list(find_identifiers(p.text))
+            if not truncated and not is_json:
+                identifiers += [(kind, value) for kind, value, _, _ in found]
+            flags = _Flags.of(p.text) if len(segs) > 4 else _ALL_FLAGS
+            weight = p.weight * (2.0 if p.keep else 1.0)
+            if not found:
+                seg_scores = [score(seg, ctx, (), flags) * weight for seg in segs]
+            else:
+                seg_scores = []
+                pos = 0
+                at = 0
+                for seg in segs:
+                    end = pos + len(seg)
+                    kinds: list[str] = []
+                    while at < len(found) and found[at][2] < end:
+                        kinds.append(found[at][0])
+                        at += 1
+                    seg_scores.append(score(seg, ctx, kinds, flags) * weight)
+                    pos = end
+            segments.append(segs)
+            scores.append(seg_scores)
+        echo = 1.0 if m.role == "tool" else 2.0  # ids a person or the agent repeats matter
+        tag = m.name or m.role
+        if m.role == "tool":
+            tag = f"tool result{f' ({m.name})' if m.name else ''}"
+        return _Plan(
+            i,
+            tag,
+            pieces,
+            segments,
+            scores,
+            [[False] * len(x) for x in segments],
+            calls,
+            call_scores,
+            [False] * len(calls),
+            reasons,
+            cpt,
+            identifiers,
+            echo,
+            savings=savings,
+        )
+
+    @staticmethod
+    def _lines_repeated_later(messages: list[Message], old_idx: list[int]) -> set[str]:
+        """Lines of older messages that appear again in a later message."""
+        seen: set[str] = set()
+        repeated: set[str] = set()
+        old = set(old_idx)
+        for i in range(len(messages) - 1, -1, -1):
+            text = messages[i].text
+            if "\n" not in text:
+                continue
+            lines = {ln.strip() for ln in text.splitlines() if len(ln) >= 20}
+            if i in old:
+                repeated |= lines & seen
+            seen |= lines
+        return repeated
+
+    def _mark_duplicates(
+        self, messages: list[Message], plans: dict[int, _Plan], old_idx: list[int]
+    ) -> None:
+        """An older message whose whole text appears again later is left out."""
+        if not self.layers.dedup:
+            return
+        later: set[str] = set()
+        for i in range(len(messages) - 1, -1, -1):
+            text = messages[i].text
+            if len(text) < 200:
+                continue
+            if i in plans and text in later:
+                p = plans[i]
+                pointer = "[same content as a later message]"
+                p.pieces = [Piece(pointer, keep=True)]
+                p.segments, p.scores, p.chosen = [[pointer]], [[50.0]], [[False]]
+                p.deduplicated = True
+                p.reasons = ["dedup:repeated_later"]
+            later.add(text)
+
+    # ------------------------------------------------------------- phase B: select
+
+    @staticmethod
+    def _items(
+        plans: dict[int, _Plan],
+        old_idx: list[int],
+        first_user: int,
+        n: int,
+        pool: list[tuple[str, float]],
+    ) -> list[_Item]:
+        items: list[_Item] = []
+        order = 0
+        for k, (ident, weight) in enumerate(pool):
+            cost = (len(ident) + 2) / 3.2
+            items.append(_Item(-weight * 0.5, order, cost, _ID_ITEM, 0, k))
+            order += 1
+        for i in old_idx:
+            p = plans[i]
+            recency = 0.6 + 0.8 * (i / max(n, 1))
+            boost = recency * (2.5 if i == first_user else 1.0)
+            for pi, segs in enumerate(p.segments):
+                for si, seg in enumerate(segs):
+                    cost = len(seg) / p.cpt
+                    if p.scores[pi][si] < FILLER:
+                        continue  # greetings and filler are never worth a token
+                    value = p.scores[pi][si] * boost
+                    items.append(_Item(-value / max(cost, 8.0), order, cost, i, pi, si))
+                    order += 1
+            for ci, call_score in enumerate(p.call_scores):
+                cost = (len(p.calls[ci].name) + len(p.calls[ci].arguments) + 4) / p.cpt
+                items.append(_Item(-call_score * boost / max(cost, 8.0), order, cost, i, -1, ci))
+                order += 1
+        items.sort()
+        return items
+
+    @staticmethod
+    def _select(
+        items: list[_Item],
+        plans: dict[int, _Plan],
+        room: float,
+        chosen_ids: list[bool],
+        id_cap: float,
+    ) -> None:
+        tagged: set[int] = set()
+        for it in items:
+            if it.plan == _ID_ITEM:
+                if it.cost <= min(room, id_cap):
+                    chosen_ids[it.seg] = True
+                    room -= it.cost
+                    id_cap -= it.cost
+                continue
+            p = plans[it.plan]
+            add = it.cost + (0.0 if it.plan in tagged else _TAG_COST)
+            if add > room:
+                continue
+            room -= add
+            tagged.add(it.plan)
+            if it.piece < 0:
+                p.call_chosen[it.seg] = True
+            else:
+                p.chosen[it.piece][it.seg] = True
+
+    @staticmethod
+    def _trim(
+        items: list[_Item], plans: dict[int, _Plan], chosen_ids: list[bool], excess: float
+    ) -> bool:
+        """Unselect the least valuable chosen content worth about ``excess`` tokens."""
+        freed = 0.0
+        for it in reversed(items):
+            if it.plan == _ID_ITEM:
+                flags = chosen_ids
+            else:
+                p = plans[it.plan]
+                flags = p.call_chosen if it.piece < 0 else p.chosen[it.piece]
+            if not flags[it.seg]:
+                continue
+            flags[it.seg] = False
+            freed += it.cost
+            if freed >= excess:
+                return True
+        return False
+
+    # ----------------------------------------------------------------- assembling
+
+    def _condensed(self, p: _Plan) -> str:
+        """The chosen parts of a message, for the note."""
+        parts: list[str] = []
+        for pi, piece in enumerate(p.pieces):
+            segs, chosen = p.segments[pi], p.chosen[pi]
+            if not any(chosen):
+                if parts and not parts[-1].endswith("... "):
+                    parts.append(" ... ")
+                continue
+            if self.summarizer is not None and not all(chosen):
+                allot = sum(len(s) for s, c in zip(segs, chosen, strict=True) if c) / p.cpt
+                parts.append(self.summarizer.summarize(piece.text, max_tokens=max(int(allot), 1)))
+            else:
+                parts.append(render(replace(piece, keep=False), segs, chosen))
+        body = "".join(parts).strip()
+        calls = [
+            f"-> {c.name}({c.arguments})"
+            for c, ok in zip(p.calls, p.call_chosen, strict=True)
+            if ok
+        ]
+        return " ".join(x for x in (body, *calls) if x)
+
+    def _assemble(
+        self,
+        messages: list[Message],
+        tokens: list[int],
+        counter: TokenCounter,
+        old_units: list[Unit],
+        plans: dict[int, _Plan],
+        pinned: set[int],
+        verbatim: dict[int, str],
+        pool: list[tuple[str, float]],
+        chosen_ids: list[bool],
+        *,
+        force_fold: bool = False,
+    ) -> tuple[list[Message], list[Decision]]:
+        in_place: set[int] = set()
+        if not force_fold:
+            for u in old_units:
+                if all(plans[i].complete() for i in u.indices):
+                    in_place.update(u.indices)
+        out: list[Message] = []
+        trace: list[Decision] = []
+        lines: list[str] = []
+        folded = 0
+        note_at: int | None = None
+        for i, m in enumerate(messages):
+            t = tokens[i]
+            if i in pinned:
+                out.append(m)
+                trace.append(Decision(i, "kept", f"pinned:{m.role}", t, t, self.name))
+            elif i in verbatim:
+                out.append(m)
+                trace.append(Decision(i, "kept", verbatim[i], t, t, self.name))
+            elif i in in_place:
+                p = plans[i]
+                text = "".join(pc.text for pc in p.pieces)
+                new = (
+                    replace(m, content=text, tool_calls=p.calls)
+                    if isinstance(m.content, str)
+                    else replace(m, tool_calls=p.calls)
+                )
+                after = counter.count_message(new)
+                if new == m or after >= t:
+                    out.append(m)
+                    trace.append(Decision(i, "kept", "selected", t, t, self.name))
+                else:
+                    out.append(new)
+                    done: Action = "deduplicated" if p.deduplicated else "compressed"
+                    trace.append(Decision(i, done, ",".join(p.reasons), t, after, self.name))
+            else:
+                p = plans[i]
+                folded += 1
+                if note_at is None:
+                    note_at = len(out)
+                shown = self._condensed(p) if not force_fold else ""
+                if shown:
+                    lines.append(f"{p.tag}: {shown}")
+                action: Action = "deduplicated" if p.deduplicated else "summarized"
+                reason = ",".join(["folded:note", *p.reasons])
+                trace.append(Decision(i, action, reason, t, 0, self.name))
+        if note_at is not None:
+            shown_text = "\n".join(
+                m.text + " " + " ".join(c.arguments for c in m.tool_calls) for m in out
+            ) + "\n".join(lines)
+            listed = [v for (v, _), ok in zip(pool, chosen_ids, strict=True) if ok]
+            out.insert(note_at, self._note(folded, lines, listed, shown_text, counter))
+        return out, trace
+
+    @staticmethod
+    def _savings(
+        plans: dict[int, _Plan],
+        tokens: list[int],
+        old_idx: list[int],
+        out: list[Message],
+        counter: TokenCounter,
+    ) -> dict[str, int]:
+        """Tokens each layer saved on the older messages, and what selection saved."""
+        total: Counter[str] = Counter()
+        for i in old_idx:
+            total.update(plans[i].savings)
+            if plans[i].deduplicated:
+                total["dedup"] += tokens[i]
+        note = [m for m in out if m.metadata.get(NOTE_KEY)]
+        if note and "codebook" in note[0].metadata[NOTE_KEY]:
+            total["codebook"] += note[0].metadata[NOTE_KEY]["codebook_saved"]
+        old_after = sum(counter.count_message(m) for m in note)
+        layered = sum(total.values())
+        total["selection"] = max(sum(tokens[i] for i in old_idx) - layered - old_after, 0)
+        return {k: v for k, v in total.items() if v}
+
+    def _note(
+        self,
+        folded: int,
+        lines: list[str],
+        candidates: list[str],
+        shown: str,
+        counter: TokenCounter,
+    ) -> Message:
+        head = (
+            f"[ctxfold: {folded} earlier message{'s' if folded != 1 else ''} condensed; "
+            "... marks cuts]"
+        )
+        listed: list[str] = []
+        for value in candidates:
+            if value not in shown and not any(value in x for x in listed):
+                listed.append(value)
+        body = list(lines)
+        if listed:
+            body.append("Also mentioned: " + ", ".join(listed))
+        meta: dict[str, Any] = {"kind": "note", "folded": folded}
+        text = "\n".join(body)
+        layers = self.layers
+        if text and (layers.codebook or layers.static_codebook or layers.path_aliases):
+            book = build_codebook(
+                [text],
+                counter.count_text,
+                static=layers.static_codebook,
+                dynamic=layers.codebook,
+                paths=layers.path_aliases,
+            )
+            encoded, used = book.encode(text)
+            header = book.header(used)
+            saved = counter.count_text(text) - counter.count_text(encoded + "\n" + header)
+            if used and saved > 0:
+                meta["codebook"] = {k: book.entries[k] for k in sorted(used)}
+                meta["codebook_saved"] = saved
+                text = header + "\n" + encoded
+        return Message(
+            self.note_role, head + ("\n" + text if text else ""), metadata={NOTE_KEY: meta}
+        )
+
+    # ---------------------------------------------------------------------- digest
+
+    @staticmethod
+    def _identifier_pool(
+        plans: dict[int, _Plan], old_idx: list[int], task: int
+    ) -> list[tuple[str, float]]:
+        """Identifiers of older messages, the most worth listing first: by kind, by how
+        often they recur, and those of the task statement before all others."""
+        freq: dict[str, float] = defaultdict(float)
+        kind_of: dict[str, str] = {}
+        first: dict[str, int] = {}
+        for i in old_idx:
+            echo = plans[i].echo
+            for kind, value in plans[i].identifiers:
+                freq[value] += echo
+                kind_of.setdefault(value, kind)
+                first.setdefault(value, i)
+        weight = {
+            v: _KIND_WEIGHT.get(kind_of[v], 1.0)
+            * (1 + math.log(freq[v]))
+            * (3.0 if first[v] == task else 1.0)
+            for v in freq
+        }
+        return [(v, weight[v]) for v in sorted(freq, key=lambda v: (-weight[v], first[v], v))]
+
+    def _assemble_pinned_only(
+        self, messages: list[Message], tokens: list[int], pinned: set[int]
+    ) -> tuple[list[Message], list[Decision]]:
+        out = [m for i, m in enumerate(messages) if i in pinned]
+        trace = [
+            Decision(i, "kept", f"pinned:{m.role}", tokens[i], tokens[i], self.name)
+            if i in pinned
+            else Decision(i, "dropped", "over_budget", tokens[i], 0, self.name)
+            for i, m in enumerate(messages)
+        ]
+        return out, trace

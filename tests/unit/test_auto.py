@@ -1,0 +1,189 @@
+"""The auto strategy: what it keeps verbatim, what it condenses, and what it reports."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import ctxfold
+from conftest import example_records
+from ctxfold import AutoCompressor, ExtractiveSummarizer, Layers, Message, ToolCall, get_counter
+
+COUNTER = get_counter("o200k_base")
+
+
+def agent_history(n_steps: int = 30) -> list[Message]:
+    msgs = [
+        Message("system", "You are a coding agent."),
+        Message("user", "Fix the crash in src/auth/middleware.ts when the token is missing."),
+    ]
+    for k in range(n_steps):
+        cid = f"call_{k}"
+        msgs.append(
+            Message(
+                "assistant",
+                f"Step {k}: let me inspect file number {k}.",
+                tool_calls=(
+                    ToolCall(
+                        cid, "bash", json.dumps({"command": f"cat src/module_{k}/handler_{k}.py"})
+                    ),
+                ),
+            )
+        )
+        body = "\n".join(f"    line {j} of handler_{k} = compute({j})" for j in range(40))
+        msgs.append(Message("tool", f"def handler_{k}():\n{body}\n", tool_call_id=cid))
+    msgs.append(Message("assistant", "The fix is to check for a missing token first."))
+    return msgs
+
+
+def test_recent_and_task_stay_verbatim_and_the_rest_is_condensed_into_a_note():
+    msgs = agent_history()
+    budget = COUNTER.count_messages(msgs) // 5
+    r = AutoCompressor().compress(msgs, budget=budget, counter=COUNTER)
+    assert r.stats.tokens_after <= budget
+    assert r.messages[0] == msgs[0] and r.messages[1] == msgs[1]  # system, task
+    assert r.messages[-1] == msgs[-1]  # the newest unit
+    notes = [m for m in r.messages if m.metadata.get("ctxfold")]
+    assert len(notes) == 1 and notes[0].role == "system"
+    assert notes[0].text.startswith("[ctxfold: ")
+    assert r.trace[1].reason == "task" and r.trace[-1].reason == "recent"
+    folded = [d for d in r.trace if d.action == "summarized"]
+    assert folded and all(d.reason.startswith("folded:note") for d in folded)
+
+
+def test_identifiers_of_folded_content_stay_findable():
+    msgs = agent_history()
+    budget = COUNTER.count_messages(msgs) // 10
+    r = AutoCompressor().compress(msgs, budget=budget, counter=COUNTER)
+    shown = "\n".join(m.text + " ".join(c.arguments for c in m.tool_calls) for m in r.messages)
+    paths = [f"src/module_{k}/handler_{k}.py" for k in range(30)]
+    found = sum(p in shown for p in paths)
+    assert found >= 25, (found, shown[-800:])
+    assert "src/auth/middleware.ts" in shown
+
+
+def test_tool_calls_are_never_left_without_results():
+    msgs = agent_history()
+    for frac in (0.5, 0.3, 0.1, 0.05):
+        budget = int(COUNTER.count_messages(msgs) * frac)
+        r = AutoCompressor().compress(msgs, budget=budget, counter=COUNTER)
+        ctxfold.testing.check_tool_integrity(msgs, list(r.messages))
+
+
+def test_layers_and_adapters_report_their_savings():
+    msgs = agent_history()
+    msgs[5] = msgs[5].with_content(json.dumps({"rows": list(range(200))}, indent=2))
+    r = AutoCompressor().compress(msgs, budget=COUNTER.count_messages(msgs) // 4, counter=COUNTER)
+    assert r.stats.savings.get("json", 0) > 0
+    assert r.stats.savings.get("selection", 0) > 0
+    assert r.stats.as_dict()["savings"] == dict(r.stats.savings)
+
+
+def test_older_duplicates_are_deduplicated():
+    out = "\n".join(f"row {i}: value {i * 7}" for i in range(40))
+    msgs = [Message("user", "Show me the table twice.")]
+    for k in range(2):
+        msgs.append(Message("assistant", None, tool_calls=(ToolCall(f"c{k}", "show", "{}"),)))
+        msgs.append(Message("tool", out, tool_call_id=f"c{k}"))
+    msgs.append(Message("assistant", "Done. " * 30))
+    budget = COUNTER.count_messages(msgs) - 200
+    r = AutoCompressor(recent_share=0.1).compress(msgs, budget=budget, counter=COUNTER)
+    assert r.trace[2].action == "deduplicated"
+    assert "dedup:repeated_later" in r.trace[2].reason
+    assert r.trace[2].tokens_after < 20 and r.trace[4].action != "deduplicated"
+
+
+def test_a_long_newest_tool_output_is_condensed_not_dropped():
+    log = "".join(f"2024-05-01 12:00:{i % 60:02d} INFO step {i}\n" for i in range(500))
+    log += "2024-05-01 12:09:00 ERROR Failed to open /data/input.csv: permission denied\n"
+    msgs = [
+        Message("system", "agent"),
+        Message("user", "Run the job."),
+        Message("assistant", None, tool_calls=(ToolCall("c", "run", "{}"),)),
+        Message("tool", log, tool_call_id="c"),
+    ]
+    r = AutoCompressor().compress(msgs, budget=600, counter=COUNTER)
+    shown = "\n".join(m.text for m in r.messages)
+    assert "ERROR Failed to open /data/input.csv: permission denied" in shown
+    assert r.stats.tokens_after <= 600
+
+
+def test_codebook_layers_encode_the_note_and_decode_exactly():
+    msgs = [Message("system", "agent"), Message("user", "Audit the lint rules.")]
+    for k in range(40):
+        path = f"/testbed/src/sqlfluff/rules/L0{k:02d}.py"
+        msgs.append(
+            Message(
+                "assistant",
+                None,
+                tool_calls=(ToolCall(f"c{k}", "cat", json.dumps({"path": path})),),
+            )
+        )
+        msgs.append(
+            Message(
+                "tool",
+                f"{path}:1: SomeVeryLongRuleIdentifier{k % 3} checks "
+                f"{path} for layout errors and reports them.",
+                tool_call_id=f"c{k}",
+            )
+        )
+    layers = Layers(codebook=True, path_aliases=True, static_codebook=True)
+    budget = COUNTER.count_messages(msgs) // 4
+    plain = AutoCompressor().compress(msgs, budget=budget, counter=COUNTER)
+    coded = AutoCompressor(layers=layers).compress(msgs, budget=budget, counter=COUNTER)
+    note = next(m for m in coded.messages if m.metadata.get("ctxfold"))
+    book = note.metadata["ctxfold"]["codebook"]
+    assert book and "[Codebook:" in note.text
+    assert coded.stats.savings["codebook"] > 0
+    lines = note.text.split("\n")
+    body = "\n".join(lines[2 + len(book) :])  # after the head line and the header
+    decoded = ctxfold.decode(body, book)
+    assert "§" not in decoded and len(body) < len(decoded)
+    assert "/testbed/src/sqlfluff/rules/" in decoded
+    assert all(
+        line.startswith(("assistant:", "tool result:", "Also mentioned:"))
+        for line in decoded.splitlines()
+    )
+    assert coded.stats.tokens_after <= budget and plain.stats.tokens_after <= budget
+
+
+def test_options_are_validated_at_construction():
+    for bad in ({"recent_share": 1.0}, {"digest_share": -0.1}, {"task_share": "x"}):
+        with pytest.raises(ctxfold.ConfigurationError):
+            AutoCompressor(**bad)
+    with pytest.raises(ctxfold.ConfigurationError, match="layers"):
+        AutoCompressor(layers={"json": False})  # type: ignore[arg-type]
+    with pytest.raises(ctxfold.ConfigurationError, match="summarize"):
+        AutoCompressor(summarizer=lambda t: t)  # type: ignore[arg-type]
+
+
+def test_a_custom_summarizer_writes_the_condensed_text():
+    calls = []
+
+    class Upper:
+        def summarize(self, text: str, *, max_tokens: int) -> str:
+            calls.append(max_tokens)
+            return text[: max_tokens * 2].upper()
+
+    record = example_records()[1]
+    msgs = ctxfold.from_openai(record["messages"])
+    budget = COUNTER.count_messages(msgs) // 4
+    r = AutoCompressor(summarizer=Upper()).compress(msgs, budget=budget, counter=COUNTER)
+    assert calls and r.stats.tokens_after <= budget
+
+
+def test_extractive_summarizer_keeps_order_identifiers_and_budget():
+    text = (
+        "Hello there. The config lives in /etc/app/config.yaml and must be edited. "
+        "We had lunch. The build failed with ValueError: bad port 8080. "
+        "Nice weather today. We decided to pin requests==2.31.0 because of the bug."
+    )
+    s = ExtractiveSummarizer(goal="why did the build fail")
+    out = s.summarize(text, max_tokens=45)
+    assert "/etc/app/config.yaml" in out and "ValueError: bad port 8080" in out
+    assert out.index("/etc/app/config.yaml") < out.index("ValueError")
+    assert "requests==2.31.0" in out
+    assert "Nice weather" not in out and "lunch" not in out
+    assert COUNTER.count_text(out) <= 50
+    assert s.summarize(text, max_tokens=1000) == text
