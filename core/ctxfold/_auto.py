@@ -232,14 +232,23 @@ class AutoCompressor(BaseCompressor):
         items = self._items(plans, old_idx, first_user.start if first_user else -1, n, pool)
         self._select(items, plans, avail - used, chosen_ids, self.digest_share * avail)
 
+        topped_up = False
         while True:
             for _ in range(6):
                 out, trace = self._assemble(
                     messages, tokens, counter, old_units, plans, pinned, verbatim, pool, chosen_ids
                 )
                 total = counter.count_messages(out)
-                if total <= budget:
+                if total <= budget and (topped_up or total >= 0.97 * budget):
                     return out, trace, self._savings(plans, tokens, old_idx, out, counter)
+                if total <= budget:  # estimates ran low: fill the room left, once
+                    topped_up = True
+                    best = (out, trace)
+                    self._select(items, plans, (budget - total) * 0.9, chosen_ids,
+                                 (budget - total) * self.digest_share)
+                    continue
+                if topped_up:  # the top-up overshot: the fitting result stands
+                    return (*best, self._savings(plans, tokens, old_idx, best[0], counter))
                 if not self._trim(items, plans, chosen_ids, (total - budget) * 1.15 + 2):
                     break
             if not verbatim:
@@ -286,7 +295,7 @@ class AutoCompressor(BaseCompressor):
         identifiers: list[tuple[str, str]] = []
         for c in calls:  # what the assistant acted on counts twice
             acted = [(k, v) for k, v, _, _ in find_identifiers(json_strings(c.arguments))]
-            acted += json_values(c.arguments)
+            acted += json_values(c.arguments, names=True)
             identifiers += acted + acted  # what the assistant acted on counts twice
         call_scores = [score(t[:1500], ctx) + 1.0 for t in call_texts]
         text = m.content if isinstance(m.content, str) else m.text
@@ -464,15 +473,17 @@ class AutoCompressor(BaseCompressor):
         chosen_ids: list[bool],
         id_cap: float,
     ) -> None:
-        tagged: set[int] = set()
+        tagged = {i for i, p in plans.items() if p.anything()}
         for it in items:
             if it.plan == _ID_ITEM:
-                if it.cost <= min(room, id_cap):
+                if not chosen_ids[it.seg] and it.cost <= min(room, id_cap):
                     chosen_ids[it.seg] = True
                     room -= it.cost
                     id_cap -= it.cost
                 continue
             p = plans[it.plan]
+            if (p.call_chosen[it.seg] if it.piece < 0 else p.chosen[it.piece][it.seg]):
+                continue
             add = it.cost + (0.0 if it.plan in tagged else _TAG_COST)
             if add > room:
                 continue
@@ -511,14 +522,14 @@ class AutoCompressor(BaseCompressor):
         for pi, piece in enumerate(p.pieces):
             segs, chosen = p.segments[pi], p.chosen[pi]
             if not any(chosen):
-                if parts and not parts[-1].endswith("... "):
+                if parts and piece.mode == "lines" and not parts[-1].endswith("... "):
                     parts.append(" ... ")
                 continue
             if self.summarizer is not None and not all(chosen):
                 allot = sum(len(s) for s, c in zip(segs, chosen, strict=True) if c) / p.cpt
                 parts.append(self.summarizer.summarize(piece.text, max_tokens=max(int(allot), 1)))
             else:
-                parts.append(render(replace(piece, keep=False), segs, chosen))
+                parts.append(render(replace(piece, keep=False), segs, chosen, marks=False))
         body = "".join(parts).strip()
         calls = [
             f"-> {c.name}({c.arguments})"
@@ -625,8 +636,8 @@ class AutoCompressor(BaseCompressor):
         counter: TokenCounter,
     ) -> Message:
         head = (
-            f"[ctxfold: {folded} earlier message{'s' if folded != 1 else ''} condensed; "
-            "... marks cuts]"
+            f"[ctxfold: {folded} earlier message{'s' if folded != 1 else ''} condensed to "
+            "their key sentences and lines]"
         )
         listed: list[str] = []
         for value in candidates:

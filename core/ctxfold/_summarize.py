@@ -309,19 +309,25 @@ def segments_of(piece: Piece) -> list[str]:
     return split_lines(piece.text) if piece.mode == "lines" else split_sentences(piece.text)
 
 
-def render(piece: Piece, segments: Sequence[str], chosen: Sequence[bool]) -> str:
-    """The piece with unchosen segments elided: ``...`` in prose, a line count in lines."""
+def render(
+    piece: Piece, segments: Sequence[str], chosen: Sequence[bool], *, marks: bool = True
+) -> str:
+    """The piece with unchosen segments elided: ``...`` in prose, a line count in lines.
+    Without ``marks``, prose gaps are left unmarked (the note says text was cut)."""
     out: list[str] = []
     gap = 0
+    marks = marks or piece.mode == "lines"
     for seg, keep in zip(segments, chosen, strict=True):
         if keep:
-            if gap:
+            if gap and marks:
                 out.append(_gap(piece, gap, out))
-                gap = 0
+            elif out and not out[-1][-1:].isspace():
+                out.append(" ")
+            gap = 0
             out.append(seg)
         else:
             gap += 1
-    if gap and out:
+    if gap and out and marks:
         out.append(_gap(piece, gap, out))
     return "".join(out)
 

@@ -107,6 +107,10 @@ _DATE = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?")
 _INNER_CAP = re.compile(r"[a-z0-9][A-Z]")
 _CLOCK = re.compile(r"[\d:.+-]+[APap]?[Mm]?")
 _ID = re.compile(r"[A-Za-z0-9][\w-]*[A-Za-z0-9]")
+_LETTER = re.compile(r"[^\W\d_]")
+_TWO_LETTERS = re.compile(r"[^\W\d_].*[^\W\d_]")
+_DIGIT = re.compile(r"\d")
+_SLASHES = re.compile(r"[/\\]")
 _LEAD = "#=+@!?:.,-~^$%&\\"
 _TRAIL = ".,:;!?-=~^$%&\\"
 
@@ -116,9 +120,9 @@ def _classify(tok: str) -> str | None:
     if "://" in tok:
         return "url" if tok.split("://", 1)[0].isalpha() and len(tok) > 10 else None
     if "/" in tok or "\\" in tok:
-        parts = [p for p in re.split(r"[/\\]", tok) if p]
-        if not parts or not any(ch.isalpha() for ch in tok):
+        if not _LETTER.search(tok):
             return None
+        parts = [p for p in _SLASHES.split(tok) if p]
         last = parts[-1].split(":")[0]
         has_ext = "." in last and last.rsplit(".", 1)[1].lower() in _EXT
         rooted = tok[0] in "/\\~." or tok[:2] == "_/" or (len(tok) > 2 and tok[1] == ":")
@@ -127,8 +131,7 @@ def _classify(tok: str) -> str | None:
         return None
     if _DATE.fullmatch(tok):
         return "date"
-    letters = any(ch.isalpha() for ch in tok)
-    if not letters:
+    if not _LETTER.search(tok):
         return None
     if "." in tok:
         base = tok.split(":")[0]
@@ -143,9 +146,9 @@ def _classify(tok: str) -> str | None:
         ):
             return "dotted"
         return None
-    if any(ch.isdigit() for ch in tok):
+    if _DIGIT.search(tok):
         # letters and digits: an id (HAT039, sha 3f2a9c1), not a number with a unit (60s)
-        if _ID.fullmatch(tok) and sum(ch.isalpha() for ch in tok) >= 2:
+        if _ID.fullmatch(tok) and _TWO_LETTERS.search(tok):
             return "id"
         return None
     if "_" in tok.strip("_"):
@@ -191,8 +194,8 @@ def find_identifiers(text: str) -> Iterator[tuple[str, str, int, int]]:
         while tok and tok[-1] in _TRAIL:
             tok = tok[:-1]
             end -= 1
-        if len(tok) < 3:
-            continue
+        if len(tok) < 3 or (tok.isalpha() and (tok.islower() or tok[1:].islower())):
+            continue  # too short, or a word at the end of a sentence
         kind = _classify(tok)
         if kind is not None:
             yield kind, tok, start, end
@@ -218,10 +221,12 @@ def json_strings(text: str) -> str:
     return "\n".join(out)
 
 
-def json_values(text: str) -> list[tuple[str, str]]:
+def json_values(text: str, *, names: bool = False) -> list[tuple[str, str]]:
     """Short code-like string values of a JSON document (``"PUNERT"``, ``"one_way"``):
-    in tool arguments and results these are ids even without digits. ``(kind, value)``
-    pairs of kind ``value``; empty if ``text`` is not JSON."""
+    in tool arguments and results these are ids even without digits. With ``names``
+    (tool-call arguments: what the agent acted on), single words count too
+    (``"Kevin"``, ``"economy"``). ``(kind, value)`` pairs of kind ``value``; empty if
+    ``text`` is not JSON."""
     try:
         data = json.loads(text)
     except ValueError:
@@ -238,7 +243,7 @@ def json_values(text: str) -> list[tuple[str, str]]:
             isinstance(item, str)
             and 3 <= len(item) <= 40
             and item.split() == [item]
-            and not (item.isalpha() and not item.isupper())  # words and names
+            and (names or not (item.isalpha() and not item.isupper()))  # words, names
             and any(ch.isalpha() for ch in item)
             and not _CLOCK.fullmatch(item)
         ):
