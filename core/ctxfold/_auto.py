@@ -244,8 +244,13 @@ class AutoCompressor(BaseCompressor):
                 if total <= budget:  # estimates ran low: fill the room left, once
                     topped_up = True
                     best = (out, trace)
-                    self._select(items, plans, (budget - total) * 0.9, chosen_ids,
-                                 (budget - total) * self.digest_share)
+                    self._select(
+                        items,
+                        plans,
+                        (budget - total) * 0.9,
+                        chosen_ids,
+                        (budget - total) * self.digest_share,
+                    )
                     continue
                 if topped_up:  # the top-up overshot: the fitting result stands
                     return (*best, self._savings(plans, tokens, old_idx, best[0], counter))
@@ -268,14 +273,23 @@ class AutoCompressor(BaseCompressor):
         out, trace = self._assemble(
             messages, tokens, counter, old_units, plans, pinned, {}, [], [], force_fold=True
         )
-        if counter.count_messages(out) > budget:
-            out = [m for m in out if m.metadata.get(NOTE_KEY) is None]
-            if counter.count_messages(out) > budget:  # pragma: no cover - pinned fit above
+        required = counter.count_messages(out)
+        if required > budget:
+            without_note = [m for m in out if m.metadata.get(NOTE_KEY) is None]
+            if without_note:  # the pinned messages alone, then
+                out = without_note
+                trace = [
+                    replace(d, action="dropped", reason="over_budget")
+                    if d.action in ("summarized", "deduplicated")
+                    else d
+                    for d in trace
+                ]
+            else:  # nothing at all would fit: never return [] silently
                 overflow(
                     self.overflow,
-                    required=counter.count_messages(out),
+                    required=required,
                     budget=budget,
-                    what="the pinned messages",
+                    what="the shortest note on the folded messages",
                 )
         return out, trace, self._savings(plans, tokens, old_idx, out, counter)
 
@@ -482,7 +496,7 @@ class AutoCompressor(BaseCompressor):
                     id_cap -= it.cost
                 continue
             p = plans[it.plan]
-            if (p.call_chosen[it.seg] if it.piece < 0 else p.chosen[it.piece][it.seg]):
+            if p.call_chosen[it.seg] if it.piece < 0 else p.chosen[it.piece][it.seg]:
                 continue
             add = it.cost + (0.0 if it.plan in tagged else _TAG_COST)
             if add > room:

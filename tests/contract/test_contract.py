@@ -139,3 +139,46 @@ class TestAuto(CompressorContract):
         from ctxfold import AutoCompressor
 
         return AutoCompressor()
+
+
+# Every layer and adapter combination keeps the contract too (on the bundled examples and
+# generated histories; the full shared data runs for the default above).
+def _combo(name: str, **options):
+    from ctxfold import AutoCompressor
+
+    class Combo(CompressorContract):
+        example_files = tuple(str(p) for p in EXAMPLES)
+        budget_fractions = (1.0, 0.3, 0.1, 0.03)
+        max_examples = 25
+
+        def conversations(self):
+            from ctxfold.testing import load_conversations
+
+            return [c for f in self.example_files for c in load_conversations(f)]
+
+        def make_compressor(self):
+            return AutoCompressor(**options)
+
+    Combo.__name__ = Combo.__qualname__ = f"TestAuto_{name}"
+    return Combo
+
+
+def _layer_combos():
+    from ctxfold import Layers
+    from ctxfold._adapters import JsonAdapter, LogAdapter, ToolOutputAdapter
+
+    return {
+        "no_layers": {"layers": Layers(dedup=False, whitespace=False, json=False,
+                                       truncate=False)},
+        "all_encodings": {"layers": Layers(codebook=True, static_codebook=True,
+                                           path_aliases=True)},
+        "tight_truncation": {"layers": Layers(truncate_lines=12, truncate_head=4,
+                                              truncate_tail=4)},
+        "no_adapters": {"adapters": []},
+        "some_adapters": {"adapters": [JsonAdapter(), LogAdapter(), ToolOutputAdapter()]},
+        "no_recent_no_note": {"recent_share": 0.0, "digest_share": 0.0, "task_share": 0.0},
+    }
+
+
+for _name, _opts in _layer_combos().items():
+    globals()[f"TestAuto_{_name}"] = _combo(_name, **_opts)
