@@ -360,13 +360,26 @@ class AutoCompressor(BaseCompressor):
                 savings["adapters"] += round((len(text) - len(rebuilt)) / cpt)
         segments: list[list[str]] = []
         scores: list[list[float]] = []
+        # One identifier scan for the whole text when the pieces tile it exactly.
+        whole = list(find_identifiers(text)) if rebuilt == text and len(pieces) > 1 else None
+        offset = 0
+        next_id = 0
         for p in pieces:
             segs = (
                 segments_of(p)
                 if not p.keep
                 else (p.text.splitlines(keepends=True) if "\n" in p.text.rstrip("\n") else [p.text])
             )
-            found = list(find_identifiers(p.text))
+            if whole is None:
+                found = list(find_identifiers(p.text))
+            else:
+                stop = offset + len(p.text)
+                found = []
+                while next_id < len(whole) and whole[next_id][2] < stop:
+                    k, v, a, b = whole[next_id]
+                    found.append((k, v, a - offset, b - offset))
+                    next_id += 1
+                offset = stop
             if not truncated and not is_json:
                 identifiers += [(kind, value) for kind, value, _, _ in found]
             flags = _Flags.of(p.text) if len(segs) > 4 else _ALL_FLAGS
@@ -462,7 +475,7 @@ class AutoCompressor(BaseCompressor):
             order += 1
         for i in old_idx:
             p = plans[i]
-            recency = 0.6 + 0.8 * (i / max(n, 1))
+            recency = 0.9 + 0.2 * (i / max(n, 1))  # newer counts a little more
             boost = recency * (2.5 if i == first_user else 1.0)
             for pi, segs in enumerate(p.segments):
                 for si, seg in enumerate(segs):
@@ -654,9 +667,11 @@ class AutoCompressor(BaseCompressor):
             "their key sentences and lines]"
         )
         listed: list[str] = []
+        seen = ""
         for value in candidates:
-            if value not in shown and not any(value in x for x in listed):
+            if value not in shown and value not in seen:
                 listed.append(value)
+                seen += value + "\n"
         body = list(lines)
         if listed:
             body.append("Also mentioned: " + ", ".join(listed))

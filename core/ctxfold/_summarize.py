@@ -258,6 +258,36 @@ _ERROR_LOW = re.compile(
     r"cannot|can't|undefined|segmentation fault|timed out|timeout|warning|deprecat|"
     r"exit code [1-9]|exit status [1-9]"
 )
+_ANY_DIGIT = re.compile(r"\d")
+
+
+def _has_error(low: str) -> bool:
+    """The words of _ERROR_LOW as substring tests: several times faster than the regex."""
+    return (
+        "error" in low
+        or "fail" in low
+        or "exception" in low
+        or "traceback" in low
+        or "fatal" in low
+        or "panic" in low
+        or "assert" in low
+        or "denied" in low
+        or "refused" in low
+        or "not found" in low
+        or "no such" in low
+        or "cannot" in low
+        or "can't" in low
+        or "undefined" in low
+        or "segmentation fault" in low
+        or "timed out" in low
+        or "timeout" in low
+        or "warning" in low
+        or "deprecat" in low
+        or "exit code" in low
+        or "exit status" in low
+    )
+
+
 _DECISION_LOW = re.compile(
     r"decid|chose|choose|plan|let's|we'll|i'll|will (?:now|use|try|fix|add|change|run)|"
     r"should|must|root cause|the fix|the issue is|the problem is|the bug is|because|"
@@ -276,23 +306,22 @@ def score(
     the identifier kinds in ``text`` when the caller already found them."""
     low = text.lower()
     content = set(_CONTENT.findall(low))
-    numbers = len(_NUMBER.findall(text))
+    numbers = len(_NUMBER.findall(text)) if _ANY_DIGIT.search(text) else 0
     info = sum(map(ctx.idf.get, content, _ZEROS))
     if not info and not numbers and not kinds:
         return 0.05
-    s = 0.2 + info / 4.0
+    s = 0.2 + info / 8.0
     if kinds is None:
         kinds = [k for k, _, _, _ in find_identifiers(text)]
     for kind in kinds:
         s += 2.5 if kind in ("path", "url") else 1.5
-    s += 0.5 * min(numbers, 4)
-    if flags.capital:  # names and places, when they are not everywhere
-        rare = [w for w in _CAPITAL.findall(text) if ctx.idf.get(w.lower(), 2.0) >= 1.5]
-        s += 0.6 * min(len(rare), 4)
-    if flags.error and _ERROR_LOW.search(low):
-        s += 2.0
+    s += min(numbers, 4)  # quantities, dates, versions
+    if flags.capital:  # names of people, places, things
+        s += min(len(_CAPITAL.findall(text)), 4)
+    if flags.error and _has_error(low):
+        s += 1.5
     if flags.decision and _DECISION_LOW.search(low):
-        s += 0.8
+        s += 0.4
     if ctx.goal:
         s += 0.8 * len(ctx.goal.intersection(content))
     if len(content - _STOP) <= 2 and not numbers and not kinds:

@@ -168,12 +168,9 @@ def _layer_combos():
     from ctxfold._adapters import JsonAdapter, LogAdapter, ToolOutputAdapter
 
     return {
-        "no_layers": {"layers": Layers(dedup=False, whitespace=False, json=False,
-                                       truncate=False)},
-        "all_encodings": {"layers": Layers(codebook=True, static_codebook=True,
-                                           path_aliases=True)},
-        "tight_truncation": {"layers": Layers(truncate_lines=12, truncate_head=4,
-                                              truncate_tail=4)},
+        "no_layers": {"layers": Layers(dedup=False, whitespace=False, json=False, truncate=False)},
+        "all_encodings": {"layers": Layers(codebook=True, static_codebook=True, path_aliases=True)},
+        "tight_truncation": {"layers": Layers(truncate_lines=12, truncate_head=4, truncate_tail=4)},
         "no_adapters": {"adapters": []},
         "some_adapters": {"adapters": [JsonAdapter(), LogAdapter(), ToolOutputAdapter()]},
         "no_recent_no_note": {"recent_share": 0.0, "digest_share": 0.0, "task_share": 0.0},
