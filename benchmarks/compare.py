@@ -72,11 +72,13 @@ def trim_messages_method() -> Method | None:
 
     enc = ENC.encoding
 
-    def count(msgs: list[Any]) -> int:
+    def count(msgs: list[Any]) -> int:  # the same accounting as ctxfold's counter
         total = 3
         for m in msgs:
             content = m.content if isinstance(m.content, str) else json.dumps(m.content)
             total += 3 + len(enc.encode_ordinary(content))
+            if m.name:
+                total += 1 + len(enc.encode_ordinary(m.name))
             for c in getattr(m, "tool_calls", []) or []:
                 total += 3 + len(enc.encode_ordinary(c["name"] + json.dumps(c["args"])))
         return total
