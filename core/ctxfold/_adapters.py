@@ -431,6 +431,14 @@ _registry: list[FormatAdapter] = [
 _FALLBACK = ProseAdapter()
 
 
+_version = 0
+
+
+def registry_version() -> int:
+    """Changes whenever the registry does (cached analyses key on it)."""
+    return _version
+
+
 def adapters() -> tuple[FormatAdapter, ...]:
     """The registered adapters, in the order they are tried (the prose fallback last)."""
     with _lock:
@@ -445,15 +453,19 @@ def register_adapter(adapter: FormatAdapter, *, first: bool = True) -> None:
             "an adapter needs name, detect, extract_preserved, extract_compressible and "
             "reconstruct (see ctxfold.FormatAdapter)"
         )
+    global _version
     with _lock:
         _registry[:] = [a for a in _registry if a.name != adapter.name]
         _registry.insert(0 if first else len(_registry), adapter)
+        _version += 1
 
 
 def unregister_adapter(name: str) -> None:
     """Remove a registered adapter by name (the built-ins included)."""
+    global _version
     with _lock:
         _registry[:] = [a for a in _registry if a.name != name]
+        _version += 1
 
 
 _FENCE = re.compile(r"^(?P<f>```|~~~)[^\n]*\n.*?^(?P=f)[ \t]*$\n?", re.M | re.S)

@@ -15,12 +15,13 @@
 from __future__ import annotations
 
 import math
-from collections import Counter, defaultdict
+import threading
+from collections import Counter, OrderedDict, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, NamedTuple
 
-from ._adapters import FormatAdapter, Piece, adapters, split_message_text
+from ._adapters import FormatAdapter, Piece, adapters, registry_version, split_message_text
 from ._compressor import BaseCompressor, Overflow, check_choice, overflow
 from ._layers import (
     Layers,
@@ -36,11 +37,13 @@ from ._result import Action, Decision
 from ._summarize import _ALL as _ALL_FLAGS
 from ._summarize import (
     FILLER,
+    Features,
     ScoreContext,
     Summarizer,
     _Flags,
+    combine,
+    features,
     render,
-    score,
     segments_of,
 )
 from ._text import find_identifiers, json_strings, json_values
@@ -65,6 +68,49 @@ NOTE_KEY = "ctxfold"
 _ID_ITEM = -2  # _Item.plan of an identifier to list in the note
 _TAG_COST = 3.0  # tokens a speaker tag and line break cost in the note
 _NOTE_OVERHEAD = 20  # the note's own message overhead and header
+
+
+@dataclass(frozen=True)
+class _Analysis:
+    """The part of a plan that depends on the message alone (cached across calls)."""
+
+    tag: str
+    pieces: tuple[Piece, ...]
+    segments: tuple[tuple[str, ...], ...]
+    features: tuple[tuple[Features, ...], ...]
+    calls: tuple[ToolCall, ...]
+    call_features: tuple[Features, ...]
+    reasons: tuple[str, ...]
+    cpt: float
+    identifiers: tuple[tuple[str, str], ...]
+    echo: float
+    savings: Mapping[str, int]
+    words: frozenset[str]  # content words, for the conversation's word rarity
+
+
+class _LRU:
+    """A small thread-safe LRU map (analyses of messages, shared by all instances)."""
+
+    def __init__(self, maxsize: int) -> None:
+        self._data: OrderedDict[Any, _Analysis] = OrderedDict()
+        self._maxsize = maxsize
+        self._lock = threading.Lock()
+
+    def get(self, key: Any) -> _Analysis | None:
+        with self._lock:
+            hit = self._data.get(key)
+            if hit is not None:
+                self._data.move_to_end(key)
+            return hit
+
+    def put(self, key: Any, value: _Analysis) -> None:
+        with self._lock:
+            self._data[key] = value
+            if len(self._data) > self._maxsize:
+                self._data.popitem(last=False)
+
+
+_ANALYSES = _LRU(5_000)
 
 
 @dataclass
@@ -217,7 +263,9 @@ class AutoCompressor(BaseCompressor):
 
         users = [i for i in range(n) if messages[i].role == "user"]
         goal = " ".join(messages[i].text for i in {users[0], users[-1]}) if users else ""
-        ctx = ScoreContext.build([messages[i].text for i in old_idx], goal)
+        ctx = ScoreContext.from_words(
+            [self._analysis(messages[i], tokens[i]).words for i in old_idx], goal
+        )
         ctx.repeated_later = frozenset(self._lines_repeated_later(messages, old_idx))
         plans = {i: self._plan(messages[i], i, tokens[i], ctx) for i in old_idx}
         self._mark_duplicates(messages, plans, old_idx)
@@ -296,6 +344,42 @@ class AutoCompressor(BaseCompressor):
     # --------------------------------------------------------------- phase A: plans
 
     def _plan(self, m: Message, i: int, tok: int, ctx: ScoreContext) -> _Plan:
+        """How message ``i`` can be shown, scored for this conversation."""
+        a = self._analysis(m, tok)
+        scores = [[combine(f, ctx) for f in fs] for fs in a.features]
+        call_scores = [combine(f, ctx) + 1.0 for f in a.call_features]
+        return _Plan(
+            i,
+            a.tag,
+            list(a.pieces),
+            [list(x) for x in a.segments],
+            scores,
+            [[False] * len(x) for x in a.segments],
+            a.calls,
+            call_scores,
+            [False] * len(a.calls),
+            list(a.reasons),
+            a.cpt,
+            list(a.identifiers),
+            a.echo,
+            savings=Counter(a.savings),
+        )
+
+    def _analysis(self, m: Message, tok: int) -> _Analysis:
+        """What does not depend on the rest of the conversation, cached by content."""
+        key = (m.fingerprint, tok, self.layers, self._adapter_key())
+        hit = _ANALYSES.get(key)
+        if hit is None:
+            hit = self._analyse(m, tok)
+            _ANALYSES.put(key, hit)
+        return hit
+
+    def _adapter_key(self) -> tuple[Any, ...]:
+        if self.adapters is not None:
+            return self.adapters
+        return ("registry", registry_version())
+
+    def _analyse(self, m: Message, tok: int) -> _Analysis:
         layers = self.layers
         reasons: list[str] = []
         savings: Counter[str] = Counter()
@@ -311,7 +395,7 @@ class AutoCompressor(BaseCompressor):
             acted = [(k, v) for k, v, _, _ in find_identifiers(json_strings(c.arguments))]
             acted += json_values(c.arguments, names=True)
             identifiers += acted + acted  # what the assistant acted on counts twice
-        call_scores = [score(t[:1500], ctx) + 1.0 for t in call_texts]
+        call_features = tuple(features(t[:1500]) for t in call_texts)
         text = m.content if isinstance(m.content, str) else m.text
         cpt = max(len(text) + sum(len(t) for t in call_texts), 1) / max(tok - 3, 1)
         cpt = max(cpt, 1.0)
@@ -358,8 +442,8 @@ class AutoCompressor(BaseCompressor):
             reasons.extend(f"adapter:{a}" for a in used if a != "prose")
             if rebuilt != text:
                 savings["adapters"] += round((len(text) - len(rebuilt)) / cpt)
-        segments: list[list[str]] = []
-        scores: list[list[float]] = []
+        segments: list[tuple[str, ...]] = []
+        feats: list[tuple[Features, ...]] = []
         # One identifier scan for the whole text when the pieces tile it exactly.
         whole = list(find_identifiers(text)) if rebuilt == text and len(pieces) > 1 else None
         offset = 0
@@ -385,9 +469,9 @@ class AutoCompressor(BaseCompressor):
             flags = _Flags.of(p.text) if len(segs) > 4 else _ALL_FLAGS
             weight = p.weight * (2.0 if p.keep else 1.0)
             if not found:
-                seg_scores = [score(seg, ctx, (), flags) * weight for seg in segs]
+                seg_feats = [features(seg, (), flags, weight) for seg in segs]
             else:
-                seg_scores = []
+                seg_feats = []
                 pos = 0
                 at = 0
                 for seg in segs:
@@ -396,29 +480,28 @@ class AutoCompressor(BaseCompressor):
                     while at < len(found) and found[at][2] < end:
                         kinds.append(found[at][0])
                         at += 1
-                    seg_scores.append(score(seg, ctx, kinds, flags) * weight)
+                    seg_feats.append(features(seg, kinds, flags, weight))
                     pos = end
-            segments.append(segs)
-            scores.append(seg_scores)
+            segments.append(tuple(segs))
+            feats.append(tuple(seg_feats))
         echo = 1.0 if m.role == "tool" else 2.0  # ids a person or the agent repeats matter
         tag = m.name or m.role
         if m.role == "tool":
             tag = f"tool result{f' ({m.name})' if m.name else ''}"
-        return _Plan(
-            i,
+        words: frozenset[str] = frozenset().union(*(f.content for fs in feats for f in fs))
+        return _Analysis(
             tag,
-            pieces,
-            segments,
-            scores,
-            [[False] * len(x) for x in segments],
+            tuple(pieces),
+            tuple(segments),
+            tuple(feats),
             calls,
-            call_scores,
-            [False] * len(calls),
-            reasons,
+            call_features,
+            tuple(reasons),
             cpt,
-            identifiers,
+            tuple(identifiers),
             echo,
-            savings=savings,
+            dict(savings),
+            words,
         )
 
     @staticmethod

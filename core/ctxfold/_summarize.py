@@ -8,7 +8,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, runtime_checkable
 
 from ._adapters import Piece
 from ._text import find_identifiers, split_lines, split_sentences
@@ -228,6 +228,17 @@ class ScoreContext:
         goal_words = frozenset(_CONTENT.findall(goal.lower())) - _STOP
         return cls(idf=idf, goal=goal_words)
 
+    @classmethod
+    def from_words(cls, documents: Sequence[frozenset[str]], goal: str = "") -> ScoreContext:
+        """Like :meth:`build`, from each document's content words (already found)."""
+        df: Counter[str] = Counter()
+        for words in documents:
+            df.update(words)
+        n = max(len(documents), 1)
+        idf = {w: min(math.log((n + 1) / (c + 0.5)), 4.0) for w, c in df.items()}
+        goal_words = frozenset(_CONTENT.findall(goal.lower())) - _STOP
+        return cls(idf=idf, goal=goal_words)
+
 
 _CONTENT = re.compile(r"[a-z][a-z'-]+[a-z]")
 _ZEROS = itertools.repeat(0.0)
@@ -298,39 +309,66 @@ _DECISION_LOW = re.compile(
 _ALL = _Flags()
 
 
+class Features(NamedTuple):
+    """What scoring needs to know of a sentence or line, independent of the conversation
+    (so it can be cached per message); :func:`combine` adds the conversation's part."""
+
+    content: frozenset[str]  # content words (no stop words)
+    base: float  # identifiers, numbers, names, errors, decisions
+    factor: float  # penalties (filler, questions) and the piece's weight
+    signal: bool  # holds numbers or identifiers
+    line: str  # the stripped text, to spot lines shown again later
+
+
+def features(
+    text: str, kinds: Sequence[str] | None = None, flags: _Flags = _ALL, weight: float = 1.0
+) -> Features:
+    """The conversation-independent part of :func:`score`."""
+    low = text.lower()
+    content = frozenset(_CONTENT.findall(low)) - _STOP
+    numbers = len(_NUMBER.findall(text)) if _ANY_DIGIT.search(text) else 0
+    if kinds is None:
+        kinds = [k for k, _, _, _ in find_identifiers(text)]
+    base = 0.2
+    for kind in kinds:
+        base += 2.5 if kind in ("path", "url") else 1.5
+    base += min(numbers, 4)  # quantities, dates, versions
+    if flags.capital:  # names of people, places, things
+        base += min(len(_CAPITAL.findall(text)), 4)
+    if flags.error and _has_error(low):
+        base += 1.5
+    if flags.decision and _DECISION_LOW.search(low):
+        base += 0.4
+    factor = weight
+    if len(content) <= 2 and not numbers and not kinds:
+        factor *= 0.3  # "Thanks, Mel!", "Sounds good." carry little
+    stripped = text.strip()
+    if stripped.endswith("?"):
+        factor *= 0.6  # a question asks; the answer holds the fact
+    return Features(content, base, factor, bool(numbers or kinds), stripped)
+
+
+def combine(f: Features, ctx: ScoreContext) -> float:
+    """A segment's score from its features and the conversation's rarity and goal."""
+    info = sum(map(ctx.idf.get, f.content, _ZEROS))
+    if not info and not f.signal:
+        return 0.05
+    s = f.base + info / 8.0
+    if ctx.goal:
+        s += 0.8 * len(ctx.goal.intersection(f.content))
+    s *= f.factor
+    if ctx.repeated_later and f.line in ctx.repeated_later:
+        s *= 0.1  # the same line is shown again later
+    return s
+
+
 def score(
     text: str, ctx: ScoreContext, kinds: Sequence[str] | None = None, flags: _Flags = _ALL
 ) -> float:
     """How much a sentence or line is worth keeping: identifiers, numbers, names,
     errors, decisions, rare words and words of the current goal count. ``kinds`` are
     the identifier kinds in ``text`` when the caller already found them."""
-    low = text.lower()
-    content = set(_CONTENT.findall(low))
-    numbers = len(_NUMBER.findall(text)) if _ANY_DIGIT.search(text) else 0
-    info = sum(map(ctx.idf.get, content, _ZEROS))
-    if not info and not numbers and not kinds:
-        return 0.05
-    s = 0.2 + info / 8.0
-    if kinds is None:
-        kinds = [k for k, _, _, _ in find_identifiers(text)]
-    for kind in kinds:
-        s += 2.5 if kind in ("path", "url") else 1.5
-    s += min(numbers, 4)  # quantities, dates, versions
-    if flags.capital:  # names of people, places, things
-        s += min(len(_CAPITAL.findall(text)), 4)
-    if flags.error and _has_error(low):
-        s += 1.5
-    if flags.decision and _DECISION_LOW.search(low):
-        s += 0.4
-    if ctx.goal:
-        s += 0.8 * len(ctx.goal.intersection(content))
-    if len(content - _STOP) <= 2 and not numbers and not kinds:
-        s *= 0.3  # "Thanks, Mel!", "Sounds good." carry little
-    if text.rstrip().endswith("?"):
-        s *= 0.6  # a question asks; the answer holds the fact
-    if ctx.repeated_later and text.strip() in ctx.repeated_later:
-        s *= 0.1  # the same line is shown again later
-    return s
+    return combine(features(text, kinds, flags), ctx)
 
 
 def segments_of(piece: Piece) -> list[str]:

@@ -187,3 +187,48 @@ def test_extractive_summarizer_keeps_order_identifiers_and_budget():
     assert "Nice weather" not in out and "lunch" not in out
     assert COUNTER.count_text(out) <= 50
     assert s.summarize(text, max_tokens=1000) == text
+
+
+def test_cached_analyses_give_the_same_result_as_a_cold_run():
+    import ctxfold._auto as auto
+
+    msgs = ctxfold.from_openai(example_records()[2]["messages"])
+    budget = COUNTER.count_messages(msgs) // 4
+    auto._ANALYSES._data.clear()
+    cold = AutoCompressor().compress(msgs, budget=budget, counter=COUNTER)
+    assert len(auto._ANALYSES._data) > 0
+    warm = AutoCompressor().compress(
+        ctxfold.from_openai(example_records()[2]["messages"]), budget=budget, counter=COUNTER
+    )
+    assert warm.to_openai() == cold.to_openai() and warm.trace == cold.trace
+    # a grown history reuses what it can and still fits
+    grown = [*msgs, Message("user", "Now also check src/sqlfluff/core/parser/grammar.py")]
+    nxt = AutoCompressor().compress(grown, budget=budget, counter=COUNTER)
+    assert nxt.stats.tokens_after <= budget and nxt.messages[-1] == grown[-1]
+
+
+def test_registering_an_adapter_invalidates_cached_analyses():
+    from ctxfold._adapters import registry_version
+
+    before = registry_version()
+
+    class Never:
+        name = "never"
+
+        def detect(self, text):
+            return False
+
+        def extract_preserved(self, text):
+            return []
+
+        def extract_compressible(self, text):
+            return [text]
+
+        def reconstruct(self, text, compressed):
+            return "".join(compressed)
+
+    ctxfold.register_adapter(Never())
+    try:
+        assert registry_version() != before
+    finally:
+        ctxfold.unregister_adapter("never")
