@@ -20,7 +20,7 @@ from ._adapters import (
     unregister_adapter,
 )
 from ._api import compress
-from ._auto import AutoCompressor
+from ._auto import AutoCompressor, clear_caches
 from ._compressor import BaseCompressor, Compressor
 from ._layers import Codebook, Layers, decode
 from ._messages import (
@@ -81,6 +81,7 @@ __all__ = [
     "__version__",
     "adapters",
     "as_messages",
+    "clear_caches",
     "compress",
     "decode",
     "from_anthropic",

@@ -51,7 +51,7 @@ from ._tokens import TokenCounter
 from ._units import Grouping, Unit
 from .exceptions import ConfigurationError
 
-__all__ = ["AutoCompressor"]
+__all__ = ["AutoCompressor", "clear_caches"]
 
 _KIND_WEIGHT = {
     "path": 3.0,
@@ -103,6 +103,13 @@ class _LRU:
                 self._data.move_to_end(key)
             return hit
 
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+
+    def __len__(self) -> int:
+        return len(self._data)
+
     def put(self, key: Any, value: _Analysis) -> None:
         with self._lock:
             self._data[key] = value
@@ -111,6 +118,11 @@ class _LRU:
 
 
 _ANALYSES = _LRU(5_000)
+
+
+def clear_caches() -> None:
+    """Forget the cached analyses of messages (for cold timings, or to free memory)."""
+    _ANALYSES.clear()
 
 
 @dataclass

@@ -194,9 +194,10 @@ def test_cached_analyses_give_the_same_result_as_a_cold_run():
 
     msgs = ctxfold.from_openai(example_records()[2]["messages"])
     budget = COUNTER.count_messages(msgs) // 4
-    auto._ANALYSES._data.clear()
+    ctxfold.clear_caches()
+    assert len(auto._ANALYSES) == 0
     cold = AutoCompressor().compress(msgs, budget=budget, counter=COUNTER)
-    assert len(auto._ANALYSES._data) > 0
+    assert len(auto._ANALYSES) > 0
     warm = AutoCompressor().compress(
         ctxfold.from_openai(example_records()[2]["messages"]), budget=budget, counter=COUNTER
     )
