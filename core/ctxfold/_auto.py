@@ -442,8 +442,9 @@ class AutoCompressor(BaseCompressor):
                 savings["whitespace"] += round((len(text) - len(norm)) / cpt)
                 text = norm
                 reasons.append("layer:whitespace")
-        if "\n" not in text and text[:1] not in "[{<":  # one line of prose: no format
-            pieces, used = [Piece(text, keep=False)], list[str]()
+        builtin_only = self.adapters is None and registry_version() == 0
+        if builtin_only and "\n" not in text and text[:1] not in "[{<":
+            pieces, used = [Piece(text, keep=False)], list[str]()  # one line: no format
         else:
             pieces, used = split_message_text(text, self.adapters or adapters())
         rebuilt = "".join(p.text for p in pieces)
