@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, NamedTuple
 
 from ._adapters import FormatAdapter, Piece, adapters, registry_version, split_message_text
-from ._compressor import BaseCompressor, Overflow, check_choice, overflow
+from ._compressor import BaseCompressor, Overflow, check_choice, check_roles, overflow
 from ._layers import (
     Layers,
     _maybe_whitespace,
@@ -220,9 +220,8 @@ class AutoCompressor(BaseCompressor):
         if summarizer is not None and not isinstance(summarizer, Summarizer):
             raise ConfigurationError("summarizer needs a summarize(text, *, max_tokens) method")
         self.summarizer = summarizer
-        self.pin_roles = tuple(pin_roles)
-        if set(self.pin_roles) - ROLES or note_role not in ROLES:
-            raise ConfigurationError(f"pin_roles and note_role must be among {sorted(ROLES)}")
+        self.pin_roles = check_roles("pin_roles", pin_roles)
+        check_choice("note_role", note_role, sorted(ROLES))
         self.note_role = note_role
         check_choice("overflow", overflow, ("error", "best_effort"))
         self.overflow: Overflow = overflow

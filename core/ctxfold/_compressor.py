@@ -9,7 +9,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
-from ._messages import Message, as_messages
+from ._messages import ROLES, Message, as_messages
 from ._result import CompressionResult, CompressionStats, Decision
 from ._tokens import TokenCounter, get_counter
 from ._units import Grouping, group_units
@@ -70,6 +70,19 @@ def check_choice(label: str, value: object, choices: Sequence[str]) -> None:
         raise ConfigurationError(
             f"{label} must be one of {', '.join(repr(c) for c in choices)}, got {value!r}"
         )
+
+
+def check_roles(label: str, roles: Iterable[str]) -> tuple[str, ...]:
+    """Validate a collection of roles; return it as a tuple."""
+    if isinstance(roles, str):
+        raise ConfigurationError(f"{label} must be a list of roles, not one string")
+    out = tuple(roles)
+    unknown = set(out) - ROLES
+    if unknown:
+        raise ConfigurationError(
+            f"{label} has unknown roles {sorted(unknown)}; use {sorted(ROLES)}"
+        )
+    return out
 
 
 class BaseCompressor(ABC):

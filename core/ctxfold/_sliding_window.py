@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import ClassVar
 
-from ._compressor import BaseCompressor, Overflow, check_choice, overflow
-from ._messages import ROLES, Message
+from ._compressor import BaseCompressor, Overflow, check_choice, check_roles, overflow
+from ._messages import Message
 from ._result import Decision
 from ._tokens import TokenCounter
 from ._units import Grouping, Unit
@@ -40,14 +40,7 @@ class SlidingWindow(BaseCompressor):
         keep_first: int = 0,
         overflow: Overflow = "error",
     ) -> None:
-        if isinstance(pin_roles, str):
-            raise ConfigurationError("pin_roles must be a list of roles, not one string")
-        self.pin_roles = tuple(pin_roles)
-        unknown = set(self.pin_roles) - ROLES
-        if unknown:
-            raise ConfigurationError(
-                f"pin_roles has unknown roles {sorted(unknown)}; use {sorted(ROLES)}"
-            )
+        self.pin_roles = check_roles("pin_roles", pin_roles)
         if isinstance(keep_first, bool) or not isinstance(keep_first, int) or keep_first < 0:
             raise ConfigurationError(f"keep_first must be an integer >= 0, got {keep_first!r}")
         self.keep_first = keep_first

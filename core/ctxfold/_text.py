@@ -201,13 +201,12 @@ def find_identifiers(text: str) -> Iterator[tuple[str, str, int, int]]:
             yield kind, tok, start, end
 
 
-def json_strings(text: str) -> str:
-    """The string values of a JSON document joined by newlines (escapes decoded), or
-    ``text`` itself when it is not JSON: what tool arguments say, for scanning."""
+def _strings(text: str) -> list[str] | None:
+    """The string values of a JSON document in document order, or None if not JSON."""
     try:
         data = json.loads(text)
     except ValueError:
-        return text
+        return None
     out: list[str] = []
     stack = [data]
     while stack:
@@ -218,7 +217,14 @@ def json_strings(text: str) -> str:
             stack.extend(reversed(item))
         elif isinstance(item, str):
             out.append(item)
-    return "\n".join(out)
+    return out
+
+
+def json_strings(text: str) -> str:
+    """The string values of a JSON document joined by newlines (escapes decoded), or
+    ``text`` itself when it is not JSON: what tool arguments say, for scanning."""
+    values = _strings(text)
+    return text if values is None else "\n".join(values)
 
 
 def json_values(text: str, *, names: bool = False) -> list[tuple[str, str]]:
@@ -227,28 +233,15 @@ def json_values(text: str, *, names: bool = False) -> list[tuple[str, str]]:
     (tool-call arguments: what the agent acted on), single words count too
     (``"Kevin"``, ``"economy"``). ``(kind, value)`` pairs of kind ``value``; empty if
     ``text`` is not JSON."""
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return []
-    out: list[tuple[str, str]] = []
-    stack = [data]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            stack.extend(reversed(list(item.values())))
-        elif isinstance(item, list):
-            stack.extend(reversed(item))
-        elif (
-            isinstance(item, str)
-            and 3 <= len(item) <= 40
-            and item.split() == [item]
-            and (names or not (item.isalpha() and not item.isupper()))  # words, names
-            and any(ch.isalpha() for ch in item)
-            and not _CLOCK.fullmatch(item)
-        ):
-            out.append(("value", item))
-    return out
+    return [
+        ("value", item)
+        for item in _strings(text) or ()
+        if 3 <= len(item) <= 40
+        and item.split() == [item]
+        and (names or not (item.isalpha() and not item.isupper()))  # words, names
+        and _LETTER.search(item)
+        and not _CLOCK.fullmatch(item)
+    ]
 
 
 _QUOTED = re.compile(r"\"[^\"\n]{1,200}\"|`[^`\n]{1,200}`|'[^'\n]{2,200}'(?!\w)")
