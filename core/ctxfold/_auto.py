@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import heapq
 import math
 import threading
 from collections import Counter, OrderedDict, defaultdict
@@ -67,6 +68,8 @@ _KIND_WEIGHT = {
 NOTE_KEY = "ctxfold"
 _ID_ITEM = -2  # _Item.plan of an identifier to list in the note
 _TAG_COST = 3.0  # tokens a speaker tag and line break cost in the note
+_NO_WORDS: frozenset[str] = frozenset()
+_REDUNDANCY = 0.3  # how much a sentence loses when its words are already covered
 _NOTE_OVERHEAD = 20  # the note's own message overhead and header
 
 
@@ -139,6 +142,7 @@ class _Plan:
     pieces: list[Piece]
     segments: list[list[str]]
     scores: list[list[float]]
+    words: list[list[frozenset[str]]]  # content words of each segment
     chosen: list[list[bool]]
     calls: tuple[ToolCall, ...]
     call_scores: list[float]
@@ -166,6 +170,7 @@ class _Item(NamedTuple):
     plan: int  # message index, or _ID_ITEM for an identifier to list
     piece: int  # -1 for a tool call
     seg: int
+    words: frozenset[str] = frozenset()  # a prose sentence's content words
 
 
 class AutoCompressor(BaseCompressor):
@@ -309,6 +314,7 @@ class AutoCompressor(BaseCompressor):
                         (budget - total) * 0.9,
                         chosen_ids,
                         (budget - total) * self.digest_share,
+                        top_up=True,
                     )
                     continue
                 if topped_up:  # the top-up overshot: the fitting result stands
@@ -365,6 +371,7 @@ class AutoCompressor(BaseCompressor):
             list(a.pieces),
             [list(x) for x in a.segments],
             scores,
+            [[f.content for f in fs] for fs in a.features],
             [[False] * len(x) for x in a.segments],
             a.calls,
             call_scores,
@@ -548,6 +555,7 @@ class AutoCompressor(BaseCompressor):
                 pointer = "[same content as a later message]"
                 p.pieces = [Piece(pointer, keep=True)]
                 p.segments, p.scores, p.chosen = [[pointer]], [[50.0]], [[False]]
+                p.words = [[frozenset()]]
                 p.deduplicated = True
                 p.reasons = ["dedup:repeated_later"]
             later.add(text)
@@ -578,7 +586,8 @@ class AutoCompressor(BaseCompressor):
                     if p.scores[pi][si] < FILLER:
                         continue  # greetings and filler are never worth a token
                     value = p.scores[pi][si] * boost
-                    items.append(_Item(-value / max(cost, 8.0), order, cost, i, pi, si))
+                    words = p.words[pi][si] if p.pieces[pi].mode == "prose" else _NO_WORDS
+                    items.append(_Item(-value / max(cost, 8.0), order, cost, i, pi, si, words))
                     order += 1
             for ci, call_score in enumerate(p.call_scores):
                 cost = (len(p.calls[ci].name) + len(p.calls[ci].arguments) + 4) / p.cpt
@@ -594,9 +603,33 @@ class AutoCompressor(BaseCompressor):
         room: float,
         chosen_ids: list[bool],
         id_cap: float,
+        *,
+        top_up: bool = False,
     ) -> None:
-        tagged = {i for i, p in plans.items() if p.anything()}
-        for it in items:
+        """Greedy by value per token, with a discount for sentences whose words are
+        already covered (lazily re-ranked), so the note says more different things."""
+        tagged: set[int] = set()
+        covered: set[str] = set()
+        if top_up:  # what the first pass chose counts as said
+            tagged = {i for i, p in plans.items() if p.anything()}
+            for i in tagged:
+                p = plans[i]
+                for pi, flags in enumerate(p.chosen):
+                    covered.update(*(p.words[pi][si] for si, ok in enumerate(flags) if ok))
+        # Walk the sorted items; a discounted item waits in a small heap of deferred ones
+        # and comes back when it is again the best on offer.
+        deferred: list[tuple[float, int, int]] = []
+        j = 0
+        while j < len(items) or deferred:
+            if deferred and (j >= len(items) or deferred[0][:2] < items[j][:2]):
+                priority, _, k = heapq.heappop(deferred)
+                rescored = True
+            else:
+                k = j
+                priority = items[j].priority
+                rescored = False
+                j += 1
+            it = items[k]
             if it.plan == _ID_ITEM:
                 if not chosen_ids[it.seg] and it.cost <= min(room, id_cap):
                     chosen_ids[it.seg] = True
@@ -606,11 +639,19 @@ class AutoCompressor(BaseCompressor):
             p = plans[it.plan]
             if p.call_chosen[it.seg] if it.piece < 0 else p.chosen[it.piece][it.seg]:
                 continue
+            words = it.words
+            if words and not rescored:
+                overlap = len(words & covered) / len(words)
+                if overlap:
+                    discounted = priority * (1.0 - _REDUNDANCY * overlap)
+                    heapq.heappush(deferred, (discounted, it.order, k))
+                    continue
             add = it.cost + (0.0 if it.plan in tagged else _TAG_COST)
             if add > room:
                 continue
             room -= add
             tagged.add(it.plan)
+            covered.update(words)
             if it.piece < 0:
                 p.call_chosen[it.seg] = True
             else:
