@@ -22,7 +22,7 @@ import json
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NoReturn
 
 from .._compressor import Compressor, CounterSpec
 from .._messages import Message, as_messages, from_openai, to_anthropic, to_openai
@@ -44,7 +44,7 @@ class ContractViolation(AssertionError):
     """A compressor broke one of the invariants; the message says which and where."""
 
 
-def _fail(invariant: str, detail: str) -> None:
+def _fail(invariant: str, detail: str) -> NoReturn:
     raise ContractViolation(f"{invariant}: {detail}")
 
 
@@ -127,7 +127,6 @@ def check_invariants(
         except BudgetError:
             return None
         _fail("deterministic", "a second identical call did not raise BudgetError")
-        return None  # pragma: no cover - _fail raises
 
     # 6. Pure: the input is not mutated.
     if original != snapshot or json.dumps(to_openai(original), sort_keys=True) != wire:
