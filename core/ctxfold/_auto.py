@@ -71,6 +71,8 @@ _TAG_COST = 3.0  # tokens a speaker tag and line break cost in the note
 _NO_WORDS: frozenset[str] = frozenset()
 _REDUNDANCY = 0.3  # how much a sentence loses when its words are already covered
 _NOTE_OVERHEAD = 20  # the note's own message overhead and header
+_AGENT_RECENT = 0.25  # default recent_share with tool calls in the history
+_CHAT_RECENT = 0.1  # and without
 
 
 @dataclass(frozen=True)
@@ -178,7 +180,9 @@ class AutoCompressor(BaseCompressor):
 
     Args:
         recent_share: share of the budget (after pinned messages) for the newest
-            units, kept verbatim.
+            units, kept verbatim. Default ``None``: 0.25 when the history has tool
+            calls (the latest results are the agent's working state), 0.1 in a chat
+            (older turns are memory, which selection serves better).
         task_share: the first user message (the task) stays verbatim if it needs at
             most this share of the budget.
         digest_share: at most this share of the budget lists the identifiers of
@@ -198,7 +202,7 @@ class AutoCompressor(BaseCompressor):
     def __init__(
         self,
         *,
-        recent_share: float = 0.25,
+        recent_share: float | None = None,
         task_share: float = 0.25,
         digest_share: float = 0.5,
         layers: Layers | None = None,
@@ -209,13 +213,13 @@ class AutoCompressor(BaseCompressor):
         overflow: Overflow = "error",
     ) -> None:
         for label, value in (
-            ("recent_share", recent_share),
+            ("recent_share", 0.0 if recent_share is None else recent_share),
             ("task_share", task_share),
             ("digest_share", digest_share),
         ):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
                 raise ConfigurationError(f"{label} must be a number in [0, 1), got {value!r}")
-        self.recent_share = float(recent_share)
+        self.recent_share = None if recent_share is None else float(recent_share)
         self.task_share = float(task_share)
         self.digest_share = float(digest_share)
         if layers is not None and not isinstance(layers, Layers):
@@ -258,6 +262,10 @@ class AutoCompressor(BaseCompressor):
         # The task (the first user message) and the newest units stay verbatim.
         verbatim: dict[int, str] = {}
         used = 0
+        recent_share = self.recent_share
+        if recent_share is None:
+            agentic = any(m.tool_calls or m.role == "tool" for m in messages)
+            recent_share = _AGENT_RECENT if agentic else _CHAT_RECENT
         first_user = next((u for u in free if messages[u.start].role == "user"), None)
         if first_user is not None and len(first_user) == 1:
             cost = tokens[first_user.start]
@@ -268,7 +276,7 @@ class AutoCompressor(BaseCompressor):
             if u.start in verbatim:
                 continue
             cost = sum(tokens[i] for i in u.indices)
-            limit = self.recent_share * avail if k else max(self.recent_share, 0.6) * avail
+            limit = recent_share * avail if k else max(recent_share, 0.6) * avail
             if used + cost > limit:
                 break
             for i in u.indices:
@@ -724,6 +732,7 @@ class AutoCompressor(BaseCompressor):
         trace: list[Decision] = []
         lines: list[str] = []
         folded = 0
+        last_tag = ""
         note_at: int | None = None
         for i, m in enumerate(messages):
             t = tokens[i]
@@ -755,8 +764,11 @@ class AutoCompressor(BaseCompressor):
                 if note_at is None:
                     note_at = len(out)
                 shown = self._condensed(p) if not force_fold else ""
-                if shown:
+                if shown and lines and last_tag == p.tag and not p.tag.startswith("tool"):
+                    lines[-1] += " " + shown  # the same speaker again: one tag for both
+                elif shown:
                     lines.append(f"{p.tag}: {shown}")
+                    last_tag = p.tag
                 action: Action = "deduplicated" if p.deduplicated else "summarized"
                 reason = ",".join(["folded:note", *p.reasons])
                 trace.append(Decision(i, action, reason, t, 0, self.name))

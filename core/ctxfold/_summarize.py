@@ -179,6 +179,47 @@ _STOP = frozenset(
         "sure",
         "lot",
         "lots",
+        # what is left of a contraction (don't -> don)
+        "aren",
+        "couldn",
+        "didn",
+        "doesn",
+        "don",
+        "hadn",
+        "hasn",
+        "isn",
+        "let",
+        "shouldn",
+        "wasn",
+        "weren",
+        "wouldn",
+        # phatic and evaluative words: chat carries them on every line, facts do not
+        "absolutely",
+        "agree",
+        "amazing",
+        "appreciate",
+        "cheers",
+        "congrats",
+        "congratulations",
+        "definitely",
+        "excited",
+        "exciting",
+        "fantastic",
+        "feel",
+        "feels",
+        "felt",
+        "glad",
+        "incredible",
+        "inspiring",
+        "lovely",
+        "mean",
+        "means",
+        "pretty",
+        "proud",
+        "sounds",
+        "super",
+        "totally",
+        "wonderful",
     ]
 )
 _CAPITAL = re.compile(r"(?<=[a-z,;:] )[A-Z][a-z]{2,}")
@@ -235,7 +276,8 @@ class ScoreContext:
         return cls(idf=idf, goal=goal_words)
 
 
-_CONTENT = re.compile(r"[a-z][a-z'-]+[a-z]")
+_CONTENT = re.compile(r"[a-z][a-z-]+[a-z]")
+_RARE = 4.0  # the rarity (idf) of a word the conversation's other messages lack
 _ZEROS = itertools.repeat(0.0)
 
 
@@ -305,10 +347,11 @@ class Features(NamedTuple):
     (so it can be cached per message); :func:`combine` adds the conversation's part."""
 
     content: frozenset[str]  # content words (no stop words)
-    base: float  # identifiers, numbers, names, errors, decisions
+    base: float  # identifiers, numbers, errors, decisions
     factor: float  # penalties (filler, questions) and the piece's weight
     signal: bool  # holds numbers or identifiers
     line: str  # the stripped text, to spot lines shown again later
+    names: tuple[str, ...] = ()  # capitalized words inside the sentence, lower-cased
 
 
 def features(
@@ -324,8 +367,7 @@ def features(
     for kind in kinds:
         base += 2.5 if kind in ("path", "url") else 1.5
     base += min(numbers, 4)  # quantities, dates, versions
-    if flags.capital:  # names of people, places, things
-        base += min(len(_CAPITAL.findall(text)), 4)
+    names = tuple(w.lower() for w in _CAPITAL.findall(text)[:8]) if flags.capital else ()
     if flags.error and _has_error(low):
         base += 1.5
     if flags.decision and _DECISION_LOW.search(low):
@@ -336,7 +378,7 @@ def features(
     stripped = text.strip()
     if stripped.endswith("?"):
         factor *= 0.6  # a question asks; the answer holds the fact
-    return Features(content, base, factor, bool(numbers or kinds), stripped)
+    return Features(content, base, factor, bool(numbers or kinds), stripped, names)
 
 
 def combine(f: Features, ctx: ScoreContext) -> float:
@@ -345,6 +387,9 @@ def combine(f: Features, ctx: ScoreContext) -> float:
     if not info and not f.signal:
         return 0.05
     s = f.base + info / 8.0
+    if f.names:  # names of people, places, things; one on every other line says little
+        idf = ctx.idf
+        s += min(sum(min(max(idf.get(w, _RARE) - 1.5, 0.0) / 2.0, 1.0) for w in f.names), 4.0)
     if ctx.goal:
         s += 0.8 * len(ctx.goal.intersection(f.content))
     s *= f.factor

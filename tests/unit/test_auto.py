@@ -233,3 +233,58 @@ def test_registering_an_adapter_invalidates_cached_analyses():
         assert registry_version() != before
     finally:
         ctxfold.unregister_adapter("never")
+
+
+def chat_history(n: int = 60) -> list[Message]:
+    msgs = [Message("system", "You are Mel, chatting with Caro.")]
+    for k in range(n):
+        text = f"Caro here. On day {k} I visited museum number {k}."
+        msgs.append(Message("user", text, name="Caro"))
+        msgs.append(Message("assistant", f"Lovely, Caro! Museum {k} sounds great.", name="Mel"))
+    return msgs
+
+
+def test_a_chat_keeps_a_shorter_verbatim_window_than_an_agent_trace():
+    chat = chat_history()
+    budget = COUNTER.count_messages(chat) // 4
+    default = AutoCompressor().compress(chat, budget=budget, counter=COUNTER)
+    wide = AutoCompressor(recent_share=0.25).compress(chat, budget=budget, counter=COUNTER)
+    recent = [sum(d.reason == "recent" for d in r.trace) for r in (default, wide)]
+    assert 0 < recent[0] < recent[1]
+    agent = agent_history()
+    budget = COUNTER.count_messages(agent) // 4
+    a = AutoCompressor().compress(agent, budget=budget, counter=COUNTER)
+    b = AutoCompressor(recent_share=0.25).compress(agent, budget=budget, counter=COUNTER)
+    assert a.trace == b.trace  # tool calls: the agent default
+
+
+PLACES = ["Lisbon", "Oslo", "Quito", "Hanoi", "Lagos", "Perth", "Cusco", "Tbilisi", "Dakar"]
+
+
+def test_consecutive_folded_lines_of_one_speaker_share_a_tag():
+    msgs = [Message("system", "Chat.")]
+    for k in range(40):
+        place = PLACES[k % len(PLACES)]
+        text = f"Hmm, okay. In {2000 + k} my cousin Ravi flew to {place} with {k + 2} friends."
+        msgs.append(Message("user", text, name="Ann"))
+        msgs.append(Message("assistant", "Okay, thanks!", name="Bob"))  # filler, never kept
+    budget = COUNTER.count_messages(msgs) // 3
+    r = AutoCompressor().compress(msgs, budget=budget, counter=COUNTER)
+    note = next(m for m in r.messages if m.metadata.get("ctxfold")).text
+    lines = note.splitlines()[1:]
+    assert sum(ln.startswith("Ann: ") for ln in lines) == 1
+    assert lines[0].count("my cousin Ravi") > 5 and "Hmm" not in lines[0]
+
+
+def test_tool_results_keep_one_tag_each():
+    calls = tuple(ToolCall(f"c{k}", "read", json.dumps({"path": f"src/m{k}.py"})) for k in range(3))
+    msgs = [Message("system", "Agent."), Message("user", "Read the modules.")]
+    msgs.append(Message("assistant", "Reading three modules.", tool_calls=calls))
+    for k in range(3):
+        body = "\n".join(f"def f{k}_{j}(x): return x * {j}" for j in range(30))
+        msgs.append(Message("tool", body, tool_call_id=f"c{k}"))
+    msgs += [Message("user", "Now summarize them in one line."), Message("assistant", "Done.")]
+    budget = COUNTER.count_messages(msgs) // 3
+    r = AutoCompressor().compress(msgs, budget=budget, counter=COUNTER)
+    note = next(m for m in r.messages if m.metadata.get("ctxfold")).text
+    assert note.count("tool result: ") == 3
