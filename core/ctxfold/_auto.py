@@ -69,7 +69,8 @@ NOTE_KEY = "ctxfold"
 _ID_ITEM = -2  # _Item.plan of an identifier to list in the note
 _TAG_COST = 3.0  # tokens a speaker tag and line break cost in the note
 _NO_WORDS: frozenset[str] = frozenset()
-_REDUNDANCY = 0.3  # how much a sentence loses when its words are already covered
+_REDUNDANCY = 0.6  # how much a sentence loses when its words are already covered
+_MIN_COST = 10.0  # a shorter sentence is ranked as if it cost this many tokens
 _NOTE_OVERHEAD = 20  # the note's own message overhead and header
 _AGENT_RECENT = 0.25  # default recent_share with tool calls in the history
 _CHAT_RECENT = 0.1  # and without
@@ -595,11 +596,11 @@ class AutoCompressor(BaseCompressor):
                         continue  # greetings and filler are never worth a token
                     value = p.scores[pi][si] * boost
                     words = p.words[pi][si] if p.pieces[pi].mode == "prose" else _NO_WORDS
-                    items.append(_Item(-value / max(cost, 8.0), order, cost, i, pi, si, words))
+                    items.append(_Item(-value / max(cost, _MIN_COST), order, cost, i, pi, si, words))
                     order += 1
             for ci, call_score in enumerate(p.call_scores):
                 cost = (len(p.calls[ci].name) + len(p.calls[ci].arguments) + 4) / p.cpt
-                items.append(_Item(-call_score * boost / max(cost, 8.0), order, cost, i, -1, ci))
+                items.append(_Item(-call_score * boost / max(cost, _MIN_COST), order, cost, i, -1, ci))
                 order += 1
         items.sort()
         return items
