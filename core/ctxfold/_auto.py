@@ -47,7 +47,7 @@ from ._summarize import (
     render,
     segments_of,
 )
-from ._text import find_identifiers, json_strings, json_values
+from ._text import TokenSet, find_identifiers, json_strings, json_values
 from ._tokens import TokenCounter
 from ._units import Grouping, Unit
 from .exceptions import ConfigurationError
@@ -92,6 +92,11 @@ class _Analysis:
     echo: float
     savings: Mapping[str, int]
     words: frozenset[str]  # content words, for the conversation's word rarity
+
+
+def _lookup(text: str, n: int) -> str | TokenSet:
+    """``text`` itself for a few substring tests, its token set for many."""
+    return TokenSet(text) if n > 32 and len(text) > 2000 else text
 
 
 class _LRU:
@@ -300,7 +305,8 @@ class AutoCompressor(BaseCompressor):
             messages[i].text + " ".join(c.arguments for c in messages[i].tool_calls)
             for i in verbatim
         )
-        pool = [(v, w) for v, w in pool if v not in verbatim_text]
+        in_verbatim = _lookup(verbatim_text, len(pool))
+        pool = [(v, w) for v, w in pool if v not in in_verbatim]
         chosen_ids = [False] * len(pool)
         items = self._items(plans, old_idx, first_user.start if first_user else -1, n, pool)
         self._select(items, plans, avail - used, chosen_ids, self.digest_share * avail)
@@ -596,11 +602,15 @@ class AutoCompressor(BaseCompressor):
                         continue  # greetings and filler are never worth a token
                     value = p.scores[pi][si] * boost
                     words = p.words[pi][si] if p.pieces[pi].mode == "prose" else _NO_WORDS
-                    items.append(_Item(-value / max(cost, _MIN_COST), order, cost, i, pi, si, words))
+                    items.append(
+                        _Item(-value / max(cost, _MIN_COST), order, cost, i, pi, si, words)
+                    )
                     order += 1
             for ci, call_score in enumerate(p.call_scores):
                 cost = (len(p.calls[ci].name) + len(p.calls[ci].arguments) + 4) / p.cpt
-                items.append(_Item(-call_score * boost / max(cost, _MIN_COST), order, cost, i, -1, ci))
+                items.append(
+                    _Item(-call_score * boost / max(cost, _MIN_COST), order, cost, i, -1, ci)
+                )
                 order += 1
         items.sort()
         return items
@@ -815,12 +825,8 @@ class AutoCompressor(BaseCompressor):
             f"[ctxfold: {folded} earlier message{'s' if folded != 1 else ''} condensed to "
             "their key sentences and lines]"
         )
-        listed: list[str] = []
-        seen = ""
-        for value in candidates:
-            if value not in shown and value not in seen:
-                listed.append(value)
-                seen += value + "\n"
+        in_shown = _lookup(shown, len(candidates))
+        listed = list(dict.fromkeys(v for v in candidates if v not in in_shown))
         body = list(lines)
         if listed:
             body.append("Also mentioned: " + ", ".join(listed))

@@ -11,6 +11,7 @@ from bisect import bisect_right
 from collections.abc import Iterator
 
 __all__ = [
+    "TokenSet",
     "find_identifiers",
     "protected_spans",
     "split_lines",
@@ -158,6 +159,36 @@ def _classify(tok: str) -> str | None:
     if _INNER_CAP.search(tok) and not tok.isupper():
         return "camel"
     return None
+
+
+_DELIMITERS = re.compile(r"[\s\"'`<>()\[\]{},;|*=]+")
+_EDGES = ".,:;!?-~^$%&#+@"
+
+
+class TokenSet:
+    """Which values a text shows, as whole tokens: a set lookup instead of a substring
+    scan per value (for lists of many identifiers against long text).
+
+    ``value in ts`` is true when ``value`` is a token of the text (split at whitespace,
+    quotes and brackets), with or without leading and trailing punctuation or a
+    ``:line`` suffix; a value that holds a delimiter itself is looked up as a substring.
+    """
+
+    __slots__ = ("_text", "_tokens")
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+        tokens = set(_DELIMITERS.split(text))
+        tokens |= {t.strip(_EDGES) for t in tokens}
+        tokens |= {t.split(":", 1)[0] for t in tokens if ":" in t and "://" not in t}
+        self._tokens = tokens
+
+    def __contains__(self, value: object) -> bool:
+        if not isinstance(value, str):
+            return False
+        if value in self._tokens:
+            return True
+        return _DELIMITERS.search(value) is not None and value in self._text
 
 
 _INLINE_CODE = re.compile(r"`([^`\n]{2,80})`")

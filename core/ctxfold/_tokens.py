@@ -131,19 +131,23 @@ class _MessageCounter:
         )
 
     def _count_message(self, m: Message) -> int:
+        # The message count is cached as a whole, so its texts skip the text cache.
+        encode = self._encode_len
         total = self.per_message
         if isinstance(m.content, str):
-            total += self.count_text(m.content)
+            total += encode(m.content) if m.content else 0
         elif m.content:
             for part in m.content:
                 total += (
-                    self.count_text(part.text) if part.text is not None else self.per_non_text_part
+                    encode(part.text)
+                    if part.text
+                    else (0 if part.text is not None else self.per_non_text_part)
                 )
         if m.name:
-            total += self.per_name + self.count_text(m.name)
+            total += self.per_name + encode(m.name)
         for call in m.tool_calls:
-            total += self.per_tool_call + self.count_text(call.name)
-            total += self.count_text(call.arguments)
+            total += self.per_tool_call + (encode(call.name) if call.name else 0)
+            total += encode(call.arguments) if call.arguments else 0
         return total
 
     def count_messages(self, messages: Sequence[Message]) -> int:

@@ -87,3 +87,15 @@ def test_sentences_concatenate_to_the_text(text):
 def test_identifier_finding_never_crashes_and_values_are_substrings(text):
     for _, value, start, end in find_identifiers(text):
         assert text[start:end] == value and value
+
+
+def test_token_set_finds_identifiers_shown_as_tokens():
+    from ctxfold._text import TokenSet
+
+    text = 'Edited "src/app.py:12", see https://x.org/a (PR #42); ran `pip install -e .` now.'
+    ts = TokenSet(text)
+    for value in ("src/app.py:12", "src/app.py", "https://x.org/a", "#42", "pip install -e ."):
+        assert value in ts, value
+    for value in ("app", "src/other.py", "x.org", "app.py", 42):
+        assert value not in ts, value  # whole tokens only
+    assert "install -e" in ts  # a value holding a space: a substring test
