@@ -54,3 +54,60 @@ def shared_conversations() -> list[tuple[str, list[Message]]]:
 @pytest.fixture(scope="session")
 def examples() -> list[tuple[str, list[Message]]]:
     return example_conversations()
+
+
+# ------------------------------------------------------------------------------ Redis
+
+REDIS_URL = os.environ.get("CTXFOLD_REDIS_URL", "redis://127.0.0.1:6379/15")
+REQUIRE_REDIS = os.environ.get("CTXFOLD_REQUIRE_REDIS") == "1"
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    """The URL of a live Redis server for the tests (``CTXFOLD_REDIS_URL``).
+
+    Skips the test when no server answers there, unless ``CTXFOLD_REQUIRE_REDIS=1``,
+    which turns that into a failure (CI starts a server and sets it).
+    """
+    try:
+        import redis
+    except ImportError:
+        reason = "the redis package is not installed: pip install -e '.[dev]'"
+        if REQUIRE_REDIS:
+            pytest.fail(f"CTXFOLD_REQUIRE_REDIS=1 but {reason}")
+        pytest.skip(reason)
+    client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2, socket_timeout=5)
+    try:
+        client.ping()
+    except redis.exceptions.RedisError as exc:
+        reason = (
+            f"no Redis server answers at {REDIS_URL} ({exc}); start one with "
+            "`redis-server --port 6379 --bind 127.0.0.1 --daemonize yes` or set "
+            "CTXFOLD_REDIS_URL"
+        )
+        if REQUIRE_REDIS:
+            pytest.fail(f"CTXFOLD_REQUIRE_REDIS=1 but {reason}")
+        pytest.skip(reason)
+    finally:
+        client.close()
+    return REDIS_URL
+
+
+@pytest.fixture
+def redis_prefix(redis_url: str, request: pytest.FixtureRequest):
+    """A key prefix unique to this test on the test Redis server; every key under it is
+    deleted afterwards."""
+    import uuid
+
+    import redis
+
+    prefix = f"ctxfold-test:{request.node.name[:40]}:{uuid.uuid4().hex[:12]}:"
+    yield prefix
+    client = redis.Redis.from_url(redis_url)
+    try:
+        pattern = "".join("\\" + c if c in "*?[]\\" else c for c in prefix) + "*"
+        keys = list(client.scan_iter(match=pattern, count=1000))
+        if keys:
+            client.delete(*keys)
+    finally:
+        client.close()

@@ -7,7 +7,9 @@ from the built-in that callers already catch, so ``except ValueError`` keeps wor
     ├── ConfigurationError (ValueError)    a setting or option is invalid
     ├── InvalidMessageError (ValueError)   a message cannot be read or converted
     ├── BudgetError (ValueError)           the content that must be kept cannot fit
-    └── MissingDependencyError (ImportError)  an optional extra is not installed
+    ├── MissingDependencyError (ImportError)  an optional extra is not installed
+    ├── CacheError (RuntimeError)          a cache backend cannot be reached or used
+    └── SummarizerError (RuntimeError)     the summarizer failed or returned no text
 
 Messages say what went wrong and what to do about it.
 """
@@ -16,10 +18,12 @@ from __future__ import annotations
 
 __all__ = [
     "BudgetError",
+    "CacheError",
     "ConfigurationError",
     "CtxfoldError",
     "InvalidMessageError",
     "MissingDependencyError",
+    "SummarizerError",
 ]
 
 
@@ -65,3 +69,13 @@ class MissingDependencyError(CtxfoldError, ImportError):
             f"run: pip install 'ctxfold[{extra}]'",
             name=module,
         )
+
+
+class CacheError(CtxfoldError, RuntimeError):
+    """A cache backend failed at run time: its server cannot be reached, its file
+    cannot be written, or it was used after ``close()``. The message says what to do."""
+
+
+class SummarizerError(CtxfoldError, RuntimeError):
+    """The summarizer raised or returned no text. Nothing was summarized: the input is
+    unchanged and no error text is ever written as a summary."""
