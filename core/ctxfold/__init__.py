@@ -21,7 +21,20 @@ from ._adapters import (
 )
 from ._api import compress
 from ._auto import AutoCompressor, clear_caches
+from ._cache import (
+    Cache,
+    CacheBackend,
+    CacheStats,
+    MemoryBackend,
+    RedisBackend,
+    SQLiteBackend,
+    cache_key,
+    get_cache,
+)
 from ._compressor import BaseCompressor, Compressor
+from ._embed import Embedder, TfidfEmbedder, WordLlamaEmbedder, get_embedder
+from ._hierarchical import DEFAULT_WEIGHTS, HierarchicalCompressor
+from ._hybrid import HybridCompressor
 from ._layers import Codebook, Layers, decode
 from ._messages import (
     ContentPart,
@@ -33,29 +46,49 @@ from ._messages import (
     to_anthropic,
     to_openai,
 )
-from ._registry import register_strategy, resolve_strategy, strategies
+from ._models import SUMMARY_PROMPT, CallableSummarizer, as_summarizer
+from ._registry import (
+    PROFILES,
+    load_config,
+    normalize,
+    register_strategy,
+    resolve_strategy,
+    strategies,
+)
 from ._result import CompressionResult, CompressionStats, Decision
+from ._semantic import SemanticCompressor
 from ._sliding_window import SlidingWindow
 from ._summarize import ExtractiveSummarizer, Summarizer
+from ._summarizing import SummarizingCompressor
 from ._tokens import ApproxCounter, CallableCounter, TiktokenCounter, TokenCounter, get_counter
 from ._units import Grouping, Unit, group_units
 from .exceptions import (
     BudgetError,
+    CacheError,
     ConfigurationError,
     CtxfoldError,
     InvalidMessageError,
     MissingDependencyError,
+    SummarizerError,
 )
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "DEFAULT_WEIGHTS",
+    "PROFILES",
+    "SUMMARY_PROMPT",
     "ApproxCounter",
     "AutoCompressor",
     "BaseAdapter",
     "BaseCompressor",
     "BudgetError",
+    "Cache",
+    "CacheBackend",
+    "CacheError",
+    "CacheStats",
     "CallableCounter",
+    "CallableSummarizer",
     "Codebook",
     "CompressionResult",
     "CompressionStats",
@@ -64,30 +97,47 @@ __all__ = [
     "ContentPart",
     "CtxfoldError",
     "Decision",
+    "Embedder",
     "ExtractiveSummarizer",
     "FormatAdapter",
     "Grouping",
+    "HierarchicalCompressor",
+    "HybridCompressor",
     "InvalidMessageError",
     "Layers",
+    "MemoryBackend",
     "Message",
     "MissingDependencyError",
     "Piece",
+    "RedisBackend",
+    "SQLiteBackend",
+    "SemanticCompressor",
     "SlidingWindow",
     "Summarizer",
+    "SummarizerError",
+    "SummarizingCompressor",
+    "TfidfEmbedder",
     "TiktokenCounter",
     "TokenCounter",
     "ToolCall",
     "Unit",
+    "WordLlamaEmbedder",
     "__version__",
     "adapters",
     "as_messages",
+    "as_summarizer",
+    "cache_key",
     "clear_caches",
     "compress",
     "decode",
     "from_anthropic",
     "from_openai",
+    "get_cache",
     "get_counter",
+    "get_embedder",
     "group_units",
+    "load_config",
+    "normalize",
     "register_adapter",
     "register_strategy",
     "resolve_strategy",

@@ -13,6 +13,7 @@ from ._messages import ROLES, Message, as_messages
 from ._result import CompressionResult, CompressionStats, Decision
 from ._tokens import TokenCounter, get_counter
 from ._units import Grouping, group_units
+from ._usage import run_usage
 from .exceptions import BudgetError, ConfigurationError
 
 __all__ = ["BaseCompressor", "Compressor", "CounterSpec", "MessageLike", "Overflow"]
@@ -111,16 +112,17 @@ class BaseCompressor(ABC):
         grouping = group_units(msgs)
         before = cnt.count_messages(msgs)
         savings: Mapping[str, int] = {}
-        if before <= budget:
-            out: Sequence[Message] = msgs
-            trace = [
-                Decision(i, "kept", "fits_budget", t, t, self.name)
-                for i, t in enumerate(cnt.count_message(m) for m in msgs)
-            ]
-        else:
-            out, trace, savings = self._compress(
-                msgs, budget=budget, counter=cnt, grouping=grouping
-            )
+        with run_usage() as usage:
+            if before <= budget:
+                out: Sequence[Message] = msgs
+                trace = [
+                    Decision(i, "kept", "fits_budget", t, t, self.name)
+                    for i, t in enumerate(cnt.count_message(m) for m in msgs)
+                ]
+            else:
+                out, trace, savings = self._compress(
+                    msgs, budget=budget, counter=cnt, grouping=grouping
+                )
         after = cnt.count_messages(out)
         stats = CompressionStats(
             strategy=self.name,
@@ -132,6 +134,7 @@ class BaseCompressor(ABC):
             messages_after=len(out),
             elapsed_ms=(time.perf_counter() - started) * 1000.0,
             savings=savings,
+            usage=dict(usage),
         )
         result = CompressionResult(
             messages=tuple(out),

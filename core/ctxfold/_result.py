@@ -46,6 +46,10 @@ class CompressionStats:
     elapsed_ms: float
     savings: Mapping[str, int] = field(default_factory=dict)
     """Tokens each layer or step saved (estimated), e.g. ``{"json": 120, "truncate": 800}``."""
+    usage: Mapping[str, int] = field(default_factory=dict)
+    """What the run cost besides tokens: ``summarizer_calls``, ``summarizer_tokens`` (sent
+    to the summarizer), ``embedder_calls``, ``embedder_texts``, ``cache_hits``,
+    ``cache_misses`` (only the non-zero ones)."""
 
     @property
     def ratio(self) -> float:
@@ -68,6 +72,7 @@ class CompressionStats:
         """All fields plus ``ratio``, ``reduction_pct`` and ``fits``, for logs and JSON."""
         out = asdict(self)
         out["savings"] = dict(self.savings)
+        out["usage"] = dict(self.usage)
         out.update(ratio=self.ratio, reduction_pct=self.reduction_pct, fits=self.fits)
         return out
 

@@ -179,3 +179,72 @@ def _layer_combos():
 
 for _name, _opts in _layer_combos().items():
     globals()[f"TestAuto_{_name}"] = _combo(_name, **_opts)
+
+
+# ---- the strategy family, with deterministic fake models ------------------------------
+
+
+class TestSummarize(CompressorContract):
+    example_files = tuple(str(p) for p in EXAMPLES)
+    budget_fractions = (1.0, 0.3, 0.1, 0.02)
+
+    def make_compressor(self):
+        from ctxfold import SummarizingCompressor
+        from ctxfold.testing.doubles import FakeSummarizer
+
+        return SummarizingCompressor(summarizer=FakeSummarizer())
+
+
+class TestSummarizeExtractive(CompressorContract):
+    example_files = tuple(str(p) for p in EXAMPLES)
+    budget_fractions = (0.3, 0.1)
+    max_examples = 25
+
+    def make_compressor(self):
+        from ctxfold import SummarizingCompressor
+
+        return SummarizingCompressor()
+
+
+class TestSemantic(CompressorContract):
+    example_files = tuple(str(p) for p in EXAMPLES)
+    budget_fractions = (1.0, 0.5, 0.1, 0.02)
+
+    def make_compressor(self):
+        from ctxfold import SemanticCompressor
+        from ctxfold.testing.doubles import FakeEmbedder
+
+        return SemanticCompressor(embedder=FakeEmbedder(), threshold=0.8)
+
+
+class TestHierarchical(CompressorContract):
+    example_files = tuple(str(p) for p in EXAMPLES)
+    budget_fractions = (1.0, 0.3, 0.1, 0.02)
+
+    def make_compressor(self):
+        from ctxfold import HierarchicalCompressor
+        from ctxfold.testing.doubles import FakeSummarizer
+
+        return HierarchicalCompressor(summarizer=FakeSummarizer())
+
+
+class TestHierarchicalNoSummary(CompressorContract):
+    example_files = tuple(str(p) for p in EXAMPLES)
+    budget_fractions = (0.3, 0.05)
+    max_examples = 25
+
+    def make_compressor(self):
+        from ctxfold import HierarchicalCompressor
+
+        return HierarchicalCompressor(overflow="best_effort")
+
+
+class TestHybrid(CompressorContract):
+    example_files = tuple(str(p) for p in EXAMPLES)
+    budget_fractions = (1.0, 0.3, 0.1, 0.02)
+
+    def make_compressor(self):
+        from ctxfold import HybridCompressor, SemanticCompressor
+        from ctxfold.testing.doubles import FakeEmbedder
+
+        return HybridCompressor([SemanticCompressor(embedder=FakeEmbedder(), fit="none"), "auto"])

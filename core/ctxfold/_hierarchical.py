@@ -1,0 +1,170 @@
+"""The hierarchical strategy: score whole units, keep the best that fit in time order."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from types import MappingProxyType
+from typing import Any, ClassVar
+
+from ._compressor import BaseCompressor, Overflow, check_choice, check_roles, overflow
+from ._messages import Message
+from ._models import as_summarizer, summarize, transcript
+from ._result import Decision
+from ._summarize import _DECISION_LOW, Summarizer, _has_error
+from ._summarizing import check_cache, check_share, split_pinned, summary_message
+from ._text import find_identifiers
+from ._tokens import TokenCounter
+from ._units import Grouping, Unit
+from .exceptions import ConfigurationError
+
+__all__ = ["DEFAULT_WEIGHTS", "HierarchicalCompressor"]
+
+#: How much each signal adds to a unit's score. ``recency`` scales the unit's position
+#: (0 for the oldest, 1 for the newest), so newer units always score higher, all else
+#: equal; the role weights apply to the unit's first message.
+DEFAULT_WEIGHTS: Mapping[str, float] = MappingProxyType(
+    {
+        "recency": 3.0,
+        "user": 1.0,
+        "assistant": 0.5,
+        "tool": 0.2,
+        "errors": 1.5,
+        "identifiers": 1.0,
+        "decisions": 1.0,
+        "questions": 0.5,
+    }
+)
+
+
+class HierarchicalCompressor(BaseCompressor):
+    """Score every unit, keep the highest-scoring units that fit, in time order; with a
+    summarizer, the rest is summarized into one message.
+
+    A unit's score is the sum of weighted signals (``weights`` overrides entries of
+    :data:`DEFAULT_WEIGHTS`): recency, the role that opens the unit, errors,
+    identifiers (paths, URLs, ids, names; up to ten), decisions and questions.
+    Units are chosen by score per square root of their tokens, so one huge tool
+    output does not crowd out ten useful turns; the newest unit is always kept.
+
+    Args:
+        weights: signal weights, merged over the defaults; unknown names are an error.
+        summarizer: summarizes the units left out (default: none, they are dropped).
+        summary_share: share of the budget reserved for that summary.
+        cache: summaries cache (see :class:`ctxfold.SummarizingCompressor`).
+    """
+
+    name: ClassVar[str] = "hierarchical"
+
+    def __init__(
+        self,
+        *,
+        weights: Mapping[str, float] | None = None,
+        summarizer: Any = None,
+        summary_share: float = 0.2,
+        pin_roles: Iterable[str] = ("system", "developer"),
+        cache: Any = None,
+        overflow: Overflow = "error",
+    ) -> None:
+        merged = dict(DEFAULT_WEIGHTS)
+        for key, value in (weights or {}).items():
+            if key not in DEFAULT_WEIGHTS:
+                raise ConfigurationError(
+                    f"unknown weight {key!r}; use {', '.join(sorted(DEFAULT_WEIGHTS))}"
+                )
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ConfigurationError(f"weight {key!r} must be a number, got {value!r}")
+            merged[key] = float(value)
+        self.weights: Mapping[str, float] = MappingProxyType(merged)
+        self.summarizer: Summarizer | None = (
+            None if summarizer is None else as_summarizer(summarizer)
+        )
+        self.summary_share = check_share("summary_share", summary_share)
+        self.pin_roles = check_roles("pin_roles", pin_roles)
+        self.cache = check_cache(cache)
+        check_choice("overflow", overflow, ("error", "best_effort"))
+        self.overflow: Overflow = overflow
+
+    def score(self, messages: Sequence[Message], unit: Unit, position: float) -> float:
+        """The unit's score; ``position`` is 0 for the oldest unit, 1 for the newest."""
+        w = self.weights
+        first = messages[unit.start]
+        text = transcript([messages[i] for i in unit.indices])
+        low = text.lower()
+        ids = {v for _, v, _, _ in find_identifiers(text[:20_000])}
+        s = w["recency"] * position + w.get(first.role, 0.0)
+        s += w["errors"] * _has_error(low)
+        s += w["identifiers"] * min(len(ids), 10) / 10
+        s += w["decisions"] * bool(_DECISION_LOW.search(low))
+        s += w["questions"] * (first.role == "user" and "?" in first.text)
+        return s
+
+    def _compress(
+        self,
+        messages: list[Message],
+        *,
+        budget: int,
+        counter: TokenCounter,
+        grouping: Grouping,
+    ) -> tuple[Sequence[Message], list[Decision], Mapping[str, int]]:
+        tokens = [counter.count_message(m) for m in messages]
+        pinned, free = split_pinned(messages, grouping, self.pin_roles)
+        pinned_cost = counter.count_messages([]) + sum(tokens[i] for i in pinned)
+        cost = {u.start: sum(tokens[i] for i in u.indices) for u in free}
+        newest = cost[free[-1].start] if free else 0
+        if pinned_cost + newest > budget:
+            overflow(
+                self.overflow,
+                required=pinned_cost + newest,
+                budget=budget,
+                what="the pinned messages and the newest unit",
+            )
+        room = budget - pinned_cost
+        reserve = self.summary_share * room if self.summarizer is not None else 0.0
+        n = len(free)
+        scored = sorted(
+            range(n - 1),
+            key=lambda k: (
+                -self.score(messages, free[k], k / max(n - 1, 1))
+                / math.sqrt(max(cost[free[k].start], 1)),
+                -k,
+            ),
+        )
+        chosen = {free[-1].start} if free else set()
+        used = newest
+        for k in scored:
+            c = cost[free[k].start]
+            if used + c <= room - reserve:
+                chosen.add(free[k].start)
+                used += c
+        left = [u for u in free if u.start not in chosen]
+        note: Message | None = None
+        if left and self.summarizer is not None:
+            allowance = int(room - used) - 12
+            if allowance >= 16:
+                text = summarize(
+                    self.summarizer,
+                    transcript([messages[i] for u in left for i in u.indices]),
+                    max_tokens=allowance,
+                    cache=self.cache,
+                    count=counter.count_text,
+                )
+                candidate = summary_message(text, sum(len(u) for u in left), "system")
+                if counter.count_message(candidate) <= room - used:
+                    note = candidate
+        out: list[Message] = []
+        trace: list[Decision] = []
+        left_idx = {i for u in left for i in u.indices}
+        pinned_set = set(pinned)
+        for i, m in enumerate(messages):
+            if i in left_idx:
+                if note is not None and not any(d.action == "summarized" for d in trace):
+                    out.append(note)
+                action = "summarized" if note is not None else "dropped"
+                why = "summary" if note is not None else "low_score"
+                trace.append(Decision(i, action, why, tokens[i], 0, self.name))  # type: ignore[arg-type]
+            else:
+                out.append(m)
+                why = f"pinned:{m.role}" if i in pinned_set else "high_score"
+                trace.append(Decision(i, "kept", why, tokens[i], tokens[i], self.name))
+        return out, trace, {}

@@ -1,0 +1,152 @@
+"""The semantic strategy: near-duplicate units merged into one representative."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, ClassVar, Literal
+
+from ._compressor import BaseCompressor, Overflow, check_choice, check_roles, overflow
+from ._messages import Message
+from ._models import embed, transcript
+from ._result import Decision
+from ._summarizing import check_cache, split_pinned
+from ._tokens import TokenCounter
+from ._units import Grouping, Unit
+from .exceptions import ConfigurationError
+
+__all__ = ["SemanticCompressor"]
+
+Keep = Literal["latest", "first"]
+Fit = Literal["drop_oldest", "none"]
+
+
+class SemanticCompressor(BaseCompressor):
+    """Embed each unit, cluster near-duplicates, keep one representative per cluster.
+
+    Units whose embeddings have a cosine similarity of at least ``threshold`` with a
+    cluster's first unit join that cluster; the cluster keeps its newest unit (the
+    latest state; ``keep="first"`` keeps the oldest) and every other member is recorded
+    in the trace as ``deduplicated`` with reason ``merged_into:<index>``. Nothing is
+    merged silently, and the output stays in time order.
+
+    If the history is still over budget, the oldest remaining units are dropped
+    (``fit="drop_oldest"``, the default); with ``fit="none"`` the deduplicated history
+    is returned as it is, over budget, for the next step of a chain.
+
+    Args:
+        embedder: a :class:`ctxfold.Embedder` or a name (``"tfidf"``, the default;
+            ``"wordllama"`` with the extra installed).
+        threshold: the cosine similarity from which two units are duplicates.
+        min_tokens: shorter units are never merged ("yes" means different things).
+        keep: which member of a cluster stays.
+        cache: embeddings cache (see :class:`ctxfold.SummarizingCompressor`).
+    """
+
+    name: ClassVar[str] = "semantic"
+
+    def __init__(
+        self,
+        *,
+        embedder: Any = None,
+        threshold: float = 0.9,
+        min_tokens: int = 20,
+        keep: Keep = "latest",
+        fit: Fit = "drop_oldest",
+        pin_roles: Iterable[str] = ("system", "developer"),
+        cache: Any = None,
+        overflow: Overflow = "error",
+    ) -> None:
+        from ._embed import get_embedder
+
+        self.embedder = get_embedder(embedder)
+        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)):
+            raise ConfigurationError(f"threshold must be a number in (0, 1], got {threshold!r}")
+        if not 0 < threshold <= 1:
+            raise ConfigurationError(f"threshold must be a number in (0, 1], got {threshold!r}")
+        self.threshold = float(threshold)
+        if isinstance(min_tokens, bool) or not isinstance(min_tokens, int) or min_tokens < 0:
+            raise ConfigurationError(f"min_tokens must be an integer >= 0, got {min_tokens!r}")
+        self.min_tokens = min_tokens
+        check_choice("keep", keep, ("latest", "first"))
+        self.keep: Keep = keep
+        check_choice("fit", fit, ("drop_oldest", "none"))
+        self.fit: Fit = fit
+        self.pin_roles = check_roles("pin_roles", pin_roles)
+        self.cache = check_cache(cache)
+        check_choice("overflow", overflow, ("error", "best_effort"))
+        self.overflow: Overflow = overflow
+
+    def clusters(self, messages: Sequence[Message], units: Sequence[Unit]) -> list[list[Unit]]:
+        """Groups of near-duplicate units (each in time order), singletons left out."""
+        from ._embed import cosine_matrix
+
+        if len(units) < 2:
+            return []
+        vectors = embed(
+            self.embedder,
+            [transcript([messages[i] for i in u.indices]) for u in units],
+            cache=self.cache,
+        )
+        sims = cosine_matrix(vectors)
+        leaders: list[int] = []
+        members: dict[int, list[int]] = {}
+        for k in range(len(units)):
+            best, best_sim = -1, self.threshold
+            for leader in leaders:
+                s = float(sims[k, leader])
+                if s >= best_sim:
+                    best, best_sim = leader, s
+            if best < 0:
+                leaders.append(k)
+                members[k] = [k]
+            else:
+                members[best].append(k)
+        return [[units[k] for k in group] for group in members.values() if len(group) > 1]
+
+    def _compress(
+        self,
+        messages: list[Message],
+        *,
+        budget: int,
+        counter: TokenCounter,
+        grouping: Grouping,
+    ) -> tuple[Sequence[Message], list[Decision], Mapping[str, int]]:
+        tokens = [counter.count_message(m) for m in messages]
+        pinned, free = split_pinned(messages, grouping, self.pin_roles)
+        candidates = [u for u in free if sum(tokens[i] for i in u.indices) >= self.min_tokens]
+        reason: dict[int, tuple[str, str]] = {}  # message index -> (action, reason)
+        for group in self.clusters(messages, candidates):
+            stay = group[-1] if self.keep == "latest" else group[0]
+            for u in group:
+                if u is not stay:
+                    for i in u.indices:
+                        reason[i] = ("deduplicated", f"merged_into:{stay.start}")
+        deduped = sum(tokens[i] for i in reason)
+        total = counter.count_messages([]) + sum(tokens) - deduped
+        if total > budget and self.fit == "drop_oldest":
+            alive = [u for u in free if u.start not in reason]
+            for u in alive[:-1]:  # the newest unit always stays
+                if total <= budget:
+                    break
+                for i in u.indices:
+                    reason[i] = ("dropped", "over_budget")
+                    total -= tokens[i]
+            if total > budget:
+                overflow(
+                    self.overflow,
+                    required=total,
+                    budget=budget,
+                    what="the pinned messages and the newest unit",
+                )
+        out: list[Message] = []
+        trace: list[Decision] = []
+        pinned_set = set(pinned)
+        for i, m in enumerate(messages):
+            if i in reason:
+                action, why = reason[i]
+                trace.append(Decision(i, action, why, tokens[i], 0, self.name))  # type: ignore[arg-type]
+            else:
+                out.append(m)
+                why = f"pinned:{m.role}" if i in pinned_set else "unique"
+                trace.append(Decision(i, "kept", why, tokens[i], tokens[i], self.name))
+        return out, trace, {"semantic_dedup": deduped} if deduped else {}

@@ -1,0 +1,263 @@
+"""The summarizing strategy: older messages folded into one running summary."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, ClassVar
+
+from ._cache import Cache, cache_key, get_cache
+from ._compressor import BaseCompressor, Overflow, check_choice, check_roles, overflow
+from ._messages import Message
+from ._models import as_summarizer, summarize, summarizer_id, transcript
+from ._result import Decision
+from ._summarize import ExtractiveSummarizer, Summarizer
+from ._tokens import TokenCounter
+from ._units import Grouping, Unit
+from ._usage import record
+from .exceptions import ConfigurationError
+
+__all__ = ["SummarizingCompressor", "summary_message"]
+
+SUMMARY_KEY = "ctxfold"
+_SUMMARY_ROLES = ("system", "developer", "assistant")
+_MIN_SUMMARY = 16  # tokens: below this a summary says nothing
+
+
+def summary_message(text: str, count: int, role: str) -> Message:
+    """The message that stands for ``count`` summarized messages: marked as a summary
+    in its text and in ``metadata["ctxfold"]``, never posing as the user."""
+    head = f"[Summary of {count} earlier message{'s' if count != 1 else ''}]"
+    return Message(
+        role, f"{head}\n{text}", metadata={SUMMARY_KEY: {"kind": "summary", "summarized": count}}
+    )
+
+
+def check_share(label: str, value: object, *, high: float = 1.0) -> float:
+    """Validate a share of the budget: a number in ``[0, high)``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < high:
+        raise ConfigurationError(f"{label} must be a number in [0, {high:g}), got {value!r}")
+    return float(value)
+
+
+def check_cache(cache: object) -> Cache | None:
+    """``None`` -> the shared default cache; ``False`` -> no cache; else get_cache."""
+    if cache is False:
+        return None
+    try:
+        return get_cache(None if cache is True else cache)  # type: ignore[arg-type]
+    except ConfigurationError:
+        raise
+    except TypeError as exc:
+        raise ConfigurationError(f"cache: {exc}") from None
+
+
+class SummarizingCompressor(BaseCompressor):
+    """Keep pinned messages and the newest units; summarize everything older into one
+    message, incrementally.
+
+    The summary is a *running* summary: it is stored (in the cache) under a hash of the
+    messages it covers, and the next call over a longer history sends the summarizer
+    only the earlier summary plus the messages not yet summarized, so the cost per turn
+    does not grow with the history. A summarizer failure raises
+    :class:`~ctxfold.SummarizerError`; an error text never becomes the summary.
+
+    Args:
+        summarizer: a :class:`ctxfold.Summarizer`, an object with async ``asummarize``,
+            or a callable taking messages (an LLM); default: extractive (no LLM).
+        recent_share: share of the budget (after pinned messages) for the newest
+            units, kept verbatim.
+        role: the summary message's role (``system``, ``developer`` or ``assistant``).
+        pin_roles: roles always kept.
+        cache: where running summaries live: ``None`` (the shared memory cache), a
+            :class:`ctxfold.Cache`, a backend or spec (``"sqlite:///path.db"``,
+            ``"redis://..."``), or ``False`` for none.
+        overflow: ``"error"`` or ``"best_effort"`` when pinned messages exceed the budget.
+    """
+
+    name: ClassVar[str] = "summarize"
+
+    def __init__(
+        self,
+        *,
+        summarizer: Any = None,
+        recent_share: float = 0.25,
+        role: str = "system",
+        pin_roles: Iterable[str] = ("system", "developer"),
+        cache: Any = None,
+        overflow: Overflow = "error",
+    ) -> None:
+        self.summarizer: Summarizer = (
+            ExtractiveSummarizer() if summarizer is None else as_summarizer(summarizer)
+        )
+        self.recent_share = check_share("recent_share", recent_share)
+        check_choice("role", role, _SUMMARY_ROLES)
+        self.role = role
+        self.pin_roles = check_roles("pin_roles", pin_roles)
+        self.cache = check_cache(cache)
+        check_choice("overflow", overflow, ("error", "best_effort"))
+        self.overflow: Overflow = overflow
+
+    def _compress(
+        self,
+        messages: list[Message],
+        *,
+        budget: int,
+        counter: TokenCounter,
+        grouping: Grouping,
+    ) -> tuple[Sequence[Message], list[Decision], Mapping[str, int]]:
+        tokens = [counter.count_message(m) for m in messages]
+        pinned, free = split_pinned(messages, grouping, self.pin_roles)
+        pinned_cost = counter.count_messages([]) + sum(tokens[i] for i in pinned)
+        if pinned_cost > budget or not free:
+            overflow(self.overflow, required=pinned_cost, budget=budget, what="the pinned messages")
+            return (*keep_only(messages, tokens, set(pinned), self.name, "pinned"), {})
+        avail = budget - pinned_cost
+        recent = newest_units(free, tokens, self.recent_share * avail, cap=avail - _MIN_SUMMARY)
+        while True:
+            old_units = [u for u in free if u.start not in recent]
+            kept_cost = sum(tokens[i] for u in free if u.start in recent for i in u.indices)
+            n_old = sum(len(u) for u in old_units)
+            header = counter.count_message(summary_message("", n_old, self.role))
+            allowance = avail - kept_cost - header - 1  # the line break after the header
+            if allowance >= _MIN_SUMMARY or not recent:
+                break
+            recent.discard(min(recent))  # make room for the summary: the oldest goes
+        if not old_units:
+            return (*keep_only(messages, tokens, set(pinned) | _members(free), self.name), {})
+        old = [i for u in old_units for i in u.indices]
+        text = self._running_summary(messages, old_units, max(allowance, 1), counter)
+        note = summary_message(text, len(old), self.role)
+        if pinned_cost + kept_cost + counter.count_message(note) > budget:
+            overflow(
+                self.overflow,
+                required=pinned_cost + kept_cost + counter.count_message(note),
+                budget=budget,
+                what="the pinned messages, the newest unit and a summary",
+            )
+        out: list[Message] = []
+        trace: list[Decision] = []
+        first_old = old[0]
+        old_set = set(old)
+        for i, m in enumerate(messages):
+            if i == first_old:
+                out.append(note)
+            if i in old_set:
+                trace.append(Decision(i, "summarized", "summary", tokens[i], 0, self.name))
+            else:
+                out.append(m)
+                why = f"pinned:{m.role}" if i in pinned else "recent"
+                trace.append(Decision(i, "kept", why, tokens[i], tokens[i], self.name))
+        saved = sum(tokens[i] for i in old) - counter.count_message(note)
+        return out, trace, {"summary": max(saved, 0)}
+
+    def _running_summary(
+        self,
+        messages: list[Message],
+        old_units: list[Unit],
+        allowance: int,
+        counter: TokenCounter,
+    ) -> str:
+        """The summary of the older units, extending the longest summarized prefix."""
+        sid = summarizer_id(self.summarizer)
+        ends: list[int] = []  # message index after each unit
+        hashes: list[str] = []
+        h = hashlib.sha256(sid.encode("utf-8"))
+        for u in old_units:
+            for i in u.indices:
+                h.update(messages[i].fingerprint.encode("ascii"))
+            ends.append(u.indices[-1] + 1)
+            hashes.append(h.hexdigest())
+        keys = [cache_key("running-summary", sid, hk) for hk in hashes]
+        found = self.cache.get_many(keys) if self.cache is not None else [None] * len(keys)
+        start, previous = 0, ""
+        for k in range(len(keys) - 1, -1, -1):
+            hit = found[k]
+            if hit is not None:
+                start, previous = k + 1, hit.decode("utf-8")
+                record("cache_hits")
+                break
+        new_msgs = [messages[i] for u in old_units[start:] for i in u.indices]
+        if new_msgs:
+            body = transcript(new_msgs)
+            text = f"Earlier summary:\n{previous}\n\nNew messages:\n{body}" if previous else body
+        elif counter.count_text(previous) <= allowance:
+            return previous  # nothing new, and it still fits
+        else:
+            text = previous
+        summary = summarize(
+            self.summarizer,
+            text,
+            max_tokens=allowance,
+            cache=self.cache,
+            count=counter.count_text,
+        )
+        if counter.count_text(summary) > allowance:
+            summary = _fit(summary, allowance, counter)
+        if self.cache is not None:
+            self.cache.set(keys[-1], summary.encode("utf-8"))
+        return summary
+
+
+def _fit(text: str, max_tokens: int, counter: TokenCounter) -> str:
+    """Shorten a summary that came back too long, extractively, until it fits."""
+    cpt = max(len(text) / max(counter.count_text(text), 1), 1.0)
+    target = max_tokens
+    while target > 0:
+        short = ExtractiveSummarizer(chars_per_token=cpt).summarize(text, max_tokens=target)
+        if counter.count_text(short) <= max_tokens:
+            return short
+        target = int(target * 0.8)
+    return ""
+
+
+def split_pinned(
+    messages: Sequence[Message], grouping: Grouping, pin_roles: Sequence[str]
+) -> tuple[list[int], list[Unit]]:
+    """Indices of pinned one-message units, and the other units in order."""
+    pinned: list[int] = []
+    free: list[Unit] = []
+    for u in grouping.units:
+        if len(u) == 1 and messages[u.start].role in pin_roles:
+            pinned.append(u.start)
+        else:
+            free.append(u)
+    return pinned, free
+
+
+def newest_units(
+    free: Sequence[Unit], tokens: Sequence[int], limit: float, *, cap: float
+) -> set[int]:
+    """Starts of the newest whole units whose tokens fit ``limit``; the newest unit
+    alone may take up to twice the limit (never more than ``cap``)."""
+    kept: set[int] = set()
+    used = 0
+    for k, u in enumerate(reversed(free)):
+        cost = sum(tokens[i] for i in u.indices)
+        if used + cost > (limit if k else min(2 * limit, cap)):
+            break
+        kept.add(u.start)
+        used += cost
+    return kept
+
+
+def _members(units: Iterable[Unit]) -> set[int]:
+    return {i for u in units for i in u.indices}
+
+
+def keep_only(
+    messages: Sequence[Message],
+    tokens: Sequence[int],
+    keep: set[int],
+    step: str,
+    reason: str = "kept",
+) -> tuple[list[Message], list[Decision]]:
+    """Keep the messages at ``keep`` and drop the rest, with the trace."""
+    out = [m for i, m in enumerate(messages) if i in keep]
+    trace = [
+        Decision(i, "kept", f"pinned:{m.role}" if reason == "pinned" else reason, t, t, step)
+        if i in keep
+        else Decision(i, "dropped", "over_budget", t, 0, step)
+        for i, (m, t) in enumerate(zip(messages, tokens, strict=True))
+    ]
+    return out, trace
