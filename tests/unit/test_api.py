@@ -75,7 +75,7 @@ def test_strategy_options_and_instances():
 @pytest.mark.parametrize(
     ("kwargs", "fragment"),
     [
-        ({"strategy": "nope"}, "unknown strategy 'nope'; registered: auto, hierarchical, hybrid, semantic, sliding_window, summarize"),
+        ({"strategy": "nope"}, "unknown strategy 'nope'; registered: auto, hierarchical, hybrid"),
         ({"strategy": 42}, "strategy must be"),
         ({"strategy": "sliding_window", "window": 3}, "rejected its options"),
         ({"recent_share": 1.5}, "recent_share must be a number in"),
