@@ -23,7 +23,15 @@ from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, NamedTuple
 
 from ._adapters import FormatAdapter, Piece, adapters, registry_version, split_message_text
-from ._compressor import BaseCompressor, Overflow, check_choice, check_roles, overflow
+from ._compressor import (
+    BaseCompressor,
+    Overflow,
+    check_choice,
+    check_roles,
+    check_share,
+    keep_only,
+    overflow,
+)
 from ._layers import (
     Layers,
     _maybe_whitespace,
@@ -34,7 +42,8 @@ from ._layers import (
     truncate_observation,
 )
 from ._messages import ROLES, Message, ToolCall
-from ._result import Action, Decision
+from ._models import speaker_tag
+from ._result import NOTE_KEY, Action, Decision
 from ._summarize import _ALL as _ALL_FLAGS
 from ._summarize import (
     FILLER,
@@ -49,7 +58,7 @@ from ._summarize import (
 )
 from ._text import TokenSet, find_identifiers, json_strings, json_values
 from ._tokens import TokenCounter
-from ._units import Grouping, Unit
+from ._units import Grouping, Unit, split_pinned
 from .exceptions import ConfigurationError
 
 __all__ = ["AutoCompressor", "clear_caches"]
@@ -65,7 +74,6 @@ _KIND_WEIGHT = {
     "snake": 1.2,
     "camel": 1.2,
 }
-NOTE_KEY = "ctxfold"
 _ID_ITEM = -2  # _Item.plan of an identifier to list in the note
 _TAG_COST = 3.0  # tokens a speaker tag and line break cost in the note
 _NO_WORDS: frozenset[str] = frozenset()
@@ -218,16 +226,11 @@ class AutoCompressor(BaseCompressor):
         note_role: str = "system",
         overflow: Overflow = "error",
     ) -> None:
-        for label, value in (
-            ("recent_share", 0.0 if recent_share is None else recent_share),
-            ("task_share", task_share),
-            ("digest_share", digest_share),
-        ):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
-                raise ConfigurationError(f"{label} must be a number in [0, 1), got {value!r}")
-        self.recent_share = None if recent_share is None else float(recent_share)
-        self.task_share = float(task_share)
-        self.digest_share = float(digest_share)
+        self.recent_share = (
+            None if recent_share is None else check_share("recent_share", recent_share)
+        )
+        self.task_share = check_share("task_share", task_share)
+        self.digest_share = check_share("digest_share", digest_share)
         if layers is not None and not isinstance(layers, Layers):
             raise ConfigurationError("layers must be a ctxfold.Layers instance")
         self.layers = layers or Layers()
@@ -254,15 +257,12 @@ class AutoCompressor(BaseCompressor):
         n = len(messages)
         tokens = [counter.count_message(m) for m in messages]
         base = counter.count_messages([])
-        units = grouping.units
-        pinned = {
-            u.start for u in units if len(u) == 1 and messages[u.start].role in self.pin_roles
-        }
+        pinned_list, free = split_pinned(messages, grouping, self.pin_roles)
+        pinned = set(pinned_list)
         pinned_cost = base + sum(tokens[i] for i in pinned)
-        free = [u for u in units if u.start not in pinned]
         if pinned_cost > budget or not free:
             overflow(self.overflow, required=pinned_cost, budget=budget, what="the pinned messages")
-            return (*self._assemble_pinned_only(messages, tokens, pinned), {})
+            return (*keep_only(messages, tokens, pinned, pinned, self.name), {})
         avail = budget - pinned_cost - _NOTE_OVERHEAD
 
         # The task (the first user message) and the newest units stay verbatim.
@@ -519,9 +519,7 @@ class AutoCompressor(BaseCompressor):
             segments.append(tuple(segs))
             feats.append(tuple(seg_feats))
         echo = 1.0 if m.role == "tool" else 2.0  # ids a person or the agent repeats matter
-        tag = m.name or m.role
-        if m.role == "tool":
-            tag = f"tool result{f' ({m.name})' if m.name else ''}"
+        tag = speaker_tag(m)
         words: frozenset[str] = frozenset().union(*(f.content for fs in feats for f in fs))
         return _Analysis(
             tag,
@@ -876,15 +874,3 @@ class AutoCompressor(BaseCompressor):
             for v in freq
         }
         return [(v, weight[v]) for v in sorted(freq, key=lambda v: (-weight[v], first[v], v))]
-
-    def _assemble_pinned_only(
-        self, messages: list[Message], tokens: list[int], pinned: set[int]
-    ) -> tuple[list[Message], list[Decision]]:
-        out = [m for i, m in enumerate(messages) if i in pinned]
-        trace = [
-            Decision(i, "kept", f"pinned:{m.role}", tokens[i], tokens[i], self.name)
-            if i in pinned
-            else Decision(i, "dropped", "over_budget", tokens[i], 0, self.name)
-            for i, m in enumerate(messages)
-        ]
-        return out, trace

@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 from urllib.parse import urlsplit, urlunsplit
 
 from .exceptions import CacheError, ConfigurationError, MissingDependencyError
@@ -123,6 +123,27 @@ class CacheBackend(Protocol):
 # --------------------------------------------------------------------------- memory
 
 
+_C = TypeVar("_C", bound="_Closing")
+
+
+class _Closing:
+    """``with backend: ...`` closes the backend at the end of the block."""
+
+    def close(self) -> None:
+        """Release what the backend holds."""
+
+    def __enter__(self: _C) -> _C:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
 class MemoryBackend:
     """An in-process LRU: an ordered dict behind a lock. The default backend.
 
@@ -199,7 +220,7 @@ def _immediate(conn: sqlite3.Connection) -> Iterator[None]:
     conn.execute("COMMIT")
 
 
-class SQLiteBackend:
+class SQLiteBackend(_Closing):
     """An LRU kept in a SQLite file: persistent, and shared by the threads and processes
     of one machine.
 
@@ -409,17 +430,6 @@ class SQLiteBackend:
                 self._conn.close()
                 self._conn = None
 
-    def __enter__(self) -> SQLiteBackend:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
     def __repr__(self) -> str:
         return f"SQLiteBackend({self.path!r}, max_entries={self.max_entries}, table={self.table!r})"
 
@@ -492,7 +502,7 @@ def _redact(url: str) -> str:
         return "<unparseable URL>"
 
 
-class RedisBackend:
+class RedisBackend(_Closing):
     """An LRU kept on a Redis server, shared by many processes or machines.
 
     Needs the ``redis`` package (``pip install 'ctxfold[redis]'``). A value lives under
@@ -604,17 +614,6 @@ class RedisBackend:
         """Close the connection pool when this backend created the client."""
         if self._owns_client:
             self._client.close()
-
-    def __enter__(self) -> RedisBackend:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return (

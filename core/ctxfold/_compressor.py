@@ -9,6 +9,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
+from ._cache import Cache, get_cache
 from ._messages import ROLES, Message, as_messages
 from ._result import CompressionResult, CompressionStats, Decision
 from ._tokens import TokenCounter, get_counter
@@ -84,6 +85,40 @@ def check_roles(label: str, roles: Iterable[str]) -> tuple[str, ...]:
             f"{label} has unknown roles {sorted(unknown)}; use {sorted(ROLES)}"
         )
     return out
+
+
+def check_share(label: str, value: object) -> float:
+    """Validate a share of the budget: a number in ``[0, 1)``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+        raise ConfigurationError(f"{label} must be a number in [0, 1), got {value!r}")
+    return float(value)
+
+
+def check_cache(cache: object) -> Cache | None:
+    """A strategy's ``cache`` option: ``None``/``True`` -> the shared default cache,
+    ``False`` -> no cache, anything else as :func:`ctxfold.get_cache` reads it."""
+    if cache is False:
+        return None
+    return get_cache(None if cache is True else cache)  # type: ignore[arg-type]
+
+
+def keep_only(
+    messages: Sequence[Message],
+    tokens: Sequence[int],
+    keep: set[int],
+    pinned: set[int],
+    step: str,
+) -> tuple[list[Message], list[Decision]]:
+    """Keep the messages at ``keep`` (pinned ones say so) and drop the rest, with the
+    trace."""
+    out = [m for i, m in enumerate(messages) if i in keep]
+    trace = [
+        Decision(i, "kept", f"pinned:{m.role}" if i in pinned else "kept", t, t, step)
+        if i in keep
+        else Decision(i, "dropped", "over_budget", t, 0, step)
+        for i, (m, t) in enumerate(zip(messages, tokens, strict=True))
+    ]
+    return out, trace
 
 
 class BaseCompressor(ABC):

@@ -7,15 +7,23 @@ from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, ClassVar
 
-from ._compressor import BaseCompressor, Overflow, check_choice, check_roles, overflow
+from ._compressor import (
+    BaseCompressor,
+    Overflow,
+    check_cache,
+    check_choice,
+    check_roles,
+    check_share,
+    overflow,
+)
 from ._messages import Message
 from ._models import as_summarizer, summarize, transcript
-from ._result import Decision
+from ._result import Action, Decision
 from ._summarize import _DECISION_LOW, Summarizer, _has_error
-from ._summarizing import check_cache, check_share, split_pinned, summary_message
+from ._summarizing import summary_message
 from ._text import find_identifiers
 from ._tokens import TokenCounter
-from ._units import Grouping, Unit
+from ._units import Grouping, Unit, split_pinned
 from .exceptions import ConfigurationError
 
 __all__ = ["DEFAULT_WEIGHTS", "HierarchicalCompressor"]
@@ -156,15 +164,16 @@ class HierarchicalCompressor(BaseCompressor):
         trace: list[Decision] = []
         left_idx = {i for u in left for i in u.indices}
         pinned_set = set(pinned)
+        first_left = min(left_idx, default=-1)
+        action: Action = "summarized" if note is not None else "dropped"
+        why = "summary" if note is not None else "low_score"
         for i, m in enumerate(messages):
             if i in left_idx:
-                if note is not None and not any(d.action == "summarized" for d in trace):
+                if note is not None and i == first_left:
                     out.append(note)
-                action = "summarized" if note is not None else "dropped"
-                why = "summary" if note is not None else "low_score"
-                trace.append(Decision(i, action, why, tokens[i], 0, self.name))  # type: ignore[arg-type]
+                trace.append(Decision(i, action, why, tokens[i], 0, self.name))
             else:
                 out.append(m)
-                why = f"pinned:{m.role}" if i in pinned_set else "high_score"
-                trace.append(Decision(i, "kept", why, tokens[i], tokens[i], self.name))
+                kept = f"pinned:{m.role}" if i in pinned_set else "high_score"
+                trace.append(Decision(i, "kept", kept, tokens[i], tokens[i], self.name))
         return out, trace, {}

@@ -7,14 +7,12 @@ from typing import Any, ClassVar
 
 from ._compressor import BaseCompressor, Compressor
 from ._messages import Message
-from ._result import Decision
+from ._result import NOTE_KEY, Decision
 from ._tokens import TokenCounter
 from ._units import Grouping
 from .exceptions import BudgetError, ConfigurationError
 
 __all__ = ["HybridCompressor"]
-
-NOTE_KEY = "ctxfold"
 
 
 class HybridCompressor(BaseCompressor):
@@ -70,7 +68,6 @@ class HybridCompressor(BaseCompressor):
         origin: list[int | None] = list(range(len(messages)))  # current -> original index
         current: list[Message] = list(messages)
         savings: dict[str, int] = {}
-        ran: list[str] = []
         for k, step in enumerate(self.steps):
             if counter.count_messages(current) <= budget:
                 break
@@ -82,7 +79,6 @@ class HybridCompressor(BaseCompressor):
                     raise
                 continue
             label = f"{k}:{step.name}"
-            ran.append(label)
             before = counter.count_messages(current)
             savings[f"step:{label}"] = before - result.stats.tokens_after
             for key, value in result.stats.savings.items():

@@ -30,7 +30,13 @@ if TYPE_CHECKING:
 
     from ._embed import Embedder
 
-__all__ = ["SUMMARY_PROMPT", "CallableSummarizer", "as_summarizer", "transcript"]
+__all__ = [
+    "SUMMARY_PROMPT",
+    "CallableSummarizer",
+    "as_summarizer",
+    "speaker_tag",
+    "transcript",
+]
 
 #: The instructions a message-taking summarizer (an LLM) gets as its system message.
 SUMMARY_PROMPT = (
@@ -232,15 +238,19 @@ def _unpack(b: bytes) -> npt.NDArray[np.float32]:
     return copied
 
 
+def speaker_tag(m: Message) -> str:
+    """Who speaks in a condensed line: the name (or role), ``tool result (name)``."""
+    if m.role == "tool":
+        return f"tool result{f' ({m.name})' if m.name else ''}"
+    return m.name or m.role
+
+
 def transcript(messages: Sequence[Message]) -> str:
-    """Messages as plain text for a summarizer: ``role (name): text``, tool calls as
-    ``-> name(arguments)``, tool results as ``tool result (name): text``."""
+    """Messages as plain text for a summarizer: ``speaker: text`` (see
+    :func:`speaker_tag`), tool calls as ``-> name(arguments)``."""
     lines: list[str] = []
     for m in messages:
-        if m.role == "tool":
-            tag = f"tool result{f' ({m.name})' if m.name else ''}"
-        else:
-            tag = f"{m.role}{f' ({m.name})' if m.name else ''}"
+        tag = speaker_tag(m)
         body = m.text
         calls = " ".join(f"-> {c.name}({c.arguments})" for c in m.tool_calls)
         lines.append(f"{tag}: {' '.join(x for x in (body, calls) if x)}")

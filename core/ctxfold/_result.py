@@ -9,7 +9,11 @@ from typing import Any, Literal
 
 from ._messages import Message, to_anthropic, to_openai
 
-__all__ = ["Action", "CompressionResult", "CompressionStats", "Decision"]
+__all__ = ["NOTE_KEY", "Action", "CompressionResult", "CompressionStats", "Decision"]
+
+#: The ``metadata`` key of a message a strategy wrote (a note, a summary), holding what
+#: it stands for, e.g. ``{"kind": "summary", "summarized": 12}``.
+NOTE_KEY = "ctxfold"
 
 #: What happened to one input message.
 Action = Literal["kept", "compressed", "summarized", "dropped", "deduplicated", "reverted"]

@@ -5,13 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Literal
 
-from ._compressor import BaseCompressor, Overflow, check_choice, check_roles, overflow
+from ._compressor import BaseCompressor, Overflow, check_cache, check_choice, check_roles, overflow
 from ._messages import Message
 from ._models import embed, transcript
-from ._result import Decision
-from ._summarizing import check_cache, split_pinned
+from ._result import Action, Decision
 from ._tokens import TokenCounter
-from ._units import Grouping, Unit
+from ._units import Grouping, Unit, split_pinned
 from .exceptions import ConfigurationError
 
 __all__ = ["SemanticCompressor"]
@@ -114,7 +113,7 @@ class SemanticCompressor(BaseCompressor):
         tokens = [counter.count_message(m) for m in messages]
         pinned, free = split_pinned(messages, grouping, self.pin_roles)
         candidates = [u for u in free if sum(tokens[i] for i in u.indices) >= self.min_tokens]
-        reason: dict[int, tuple[str, str]] = {}  # message index -> (action, reason)
+        reason: dict[int, tuple[Action, str]] = {}  # message index -> (action, reason)
         for group in self.clusters(messages, candidates):
             stay = group[-1] if self.keep == "latest" else group[0]
             for u in group:
@@ -144,7 +143,7 @@ class SemanticCompressor(BaseCompressor):
         for i, m in enumerate(messages):
             if i in reason:
                 action, why = reason[i]
-                trace.append(Decision(i, action, why, tokens[i], 0, self.name))  # type: ignore[arg-type]
+                trace.append(Decision(i, action, why, tokens[i], 0, self.name))
             else:
                 out.append(m)
                 why = f"pinned:{m.role}" if i in pinned_set else "unique"

@@ -6,20 +6,27 @@ import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
-from ._cache import Cache, cache_key, get_cache
-from ._compressor import BaseCompressor, Overflow, check_choice, check_roles, overflow
+from ._cache import cache_key
+from ._compressor import (
+    BaseCompressor,
+    Overflow,
+    check_cache,
+    check_choice,
+    check_roles,
+    check_share,
+    keep_only,
+    overflow,
+)
 from ._messages import Message
 from ._models import as_summarizer, summarize, summarizer_id, transcript
-from ._result import Decision
+from ._result import NOTE_KEY, Decision
 from ._summarize import ExtractiveSummarizer, Summarizer
 from ._tokens import TokenCounter
-from ._units import Grouping, Unit
+from ._units import Grouping, Unit, newest_units, split_pinned
 from ._usage import record
-from .exceptions import ConfigurationError
 
 __all__ = ["SummarizingCompressor", "summary_message"]
 
-SUMMARY_KEY = "ctxfold"
 _SUMMARY_ROLES = ("system", "developer", "assistant")
 _MIN_SUMMARY = 16  # tokens: below this a summary says nothing
 
@@ -29,27 +36,8 @@ def summary_message(text: str, count: int, role: str) -> Message:
     in its text and in ``metadata["ctxfold"]``, never posing as the user."""
     head = f"[Summary of {count} earlier message{'s' if count != 1 else ''}]"
     return Message(
-        role, f"{head}\n{text}", metadata={SUMMARY_KEY: {"kind": "summary", "summarized": count}}
+        role, f"{head}\n{text}", metadata={NOTE_KEY: {"kind": "summary", "summarized": count}}
     )
-
-
-def check_share(label: str, value: object, *, high: float = 1.0) -> float:
-    """Validate a share of the budget: a number in ``[0, high)``."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < high:
-        raise ConfigurationError(f"{label} must be a number in [0, {high:g}), got {value!r}")
-    return float(value)
-
-
-def check_cache(cache: object) -> Cache | None:
-    """``None`` -> the shared default cache; ``False`` -> no cache; else get_cache."""
-    if cache is False:
-        return None
-    try:
-        return get_cache(None if cache is True else cache)  # type: ignore[arg-type]
-    except ConfigurationError:
-        raise
-    except TypeError as exc:
-        raise ConfigurationError(f"cache: {exc}") from None
 
 
 class SummarizingCompressor(BaseCompressor):
@@ -111,7 +99,7 @@ class SummarizingCompressor(BaseCompressor):
         pinned_cost = counter.count_messages([]) + sum(tokens[i] for i in pinned)
         if pinned_cost > budget or not free:
             overflow(self.overflow, required=pinned_cost, budget=budget, what="the pinned messages")
-            return (*keep_only(messages, tokens, set(pinned), self.name, "pinned"), {})
+            return (*keep_only(messages, tokens, set(pinned), set(pinned), self.name), {})
         avail = budget - pinned_cost
         recent = newest_units(free, tokens, self.recent_share * avail, cap=avail - _MIN_SUMMARY)
         while True:
@@ -124,7 +112,8 @@ class SummarizingCompressor(BaseCompressor):
                 break
             recent.discard(min(recent))  # make room for the summary: the oldest goes
         if not old_units:
-            return (*keep_only(messages, tokens, set(pinned) | _members(free), self.name), {})
+            everything = set(pinned) | {i for u in free for i in u.indices}
+            return (*keep_only(messages, tokens, everything, set(pinned), self.name), {})
         old = [i for u in old_units for i in u.indices]
         text = self._running_summary(messages, old_units, max(allowance, 1), counter)
         note = summary_message(text, len(old), self.role)
@@ -209,55 +198,3 @@ def _fit(text: str, max_tokens: int, counter: TokenCounter) -> str:
             return short
         target = int(target * 0.8)
     return ""
-
-
-def split_pinned(
-    messages: Sequence[Message], grouping: Grouping, pin_roles: Sequence[str]
-) -> tuple[list[int], list[Unit]]:
-    """Indices of pinned one-message units, and the other units in order."""
-    pinned: list[int] = []
-    free: list[Unit] = []
-    for u in grouping.units:
-        if len(u) == 1 and messages[u.start].role in pin_roles:
-            pinned.append(u.start)
-        else:
-            free.append(u)
-    return pinned, free
-
-
-def newest_units(
-    free: Sequence[Unit], tokens: Sequence[int], limit: float, *, cap: float
-) -> set[int]:
-    """Starts of the newest whole units whose tokens fit ``limit``; the newest unit
-    alone may take up to twice the limit (never more than ``cap``)."""
-    kept: set[int] = set()
-    used = 0
-    for k, u in enumerate(reversed(free)):
-        cost = sum(tokens[i] for i in u.indices)
-        if used + cost > (limit if k else min(2 * limit, cap)):
-            break
-        kept.add(u.start)
-        used += cost
-    return kept
-
-
-def _members(units: Iterable[Unit]) -> set[int]:
-    return {i for u in units for i in u.indices}
-
-
-def keep_only(
-    messages: Sequence[Message],
-    tokens: Sequence[int],
-    keep: set[int],
-    step: str,
-    reason: str = "kept",
-) -> tuple[list[Message], list[Decision]]:
-    """Keep the messages at ``keep`` and drop the rest, with the trace."""
-    out = [m for i, m in enumerate(messages) if i in keep]
-    trace = [
-        Decision(i, "kept", f"pinned:{m.role}" if reason == "pinned" else reason, t, t, step)
-        if i in keep
-        else Decision(i, "dropped", "over_budget", t, 0, step)
-        for i, (m, t) in enumerate(zip(messages, tokens, strict=True))
-    ]
-    return out, trace

@@ -98,3 +98,33 @@ def group_units(messages: Sequence[Message]) -> Grouping:
         if (i, c.id) not in answered
     )
     return Grouping(tuple(units), dangling, tuple(orphans))
+
+
+def split_pinned(
+    messages: Sequence[Message], grouping: Grouping, pin_roles: Sequence[str]
+) -> tuple[list[int], list[Unit]]:
+    """Indices of pinned one-message units, and the other units in order."""
+    pinned: list[int] = []
+    free: list[Unit] = []
+    for u in grouping.units:
+        if len(u) == 1 and messages[u.start].role in pin_roles:
+            pinned.append(u.start)
+        else:
+            free.append(u)
+    return pinned, free
+
+
+def newest_units(
+    free: Sequence[Unit], tokens: Sequence[int], limit: float, *, cap: float
+) -> set[int]:
+    """Starts of the newest whole units whose tokens fit ``limit``; the newest unit
+    alone may take up to twice the limit (never more than ``cap``)."""
+    kept: set[int] = set()
+    used = 0
+    for k, u in enumerate(reversed(free)):
+        cost = sum(tokens[i] for i in u.indices)
+        if used + cost > (limit if k else min(2 * limit, cap)):
+            break
+        kept.add(u.start)
+        used += cost
+    return kept

@@ -17,16 +17,6 @@ __all__ = ["record", "run_usage"]
 
 _current: ContextVar[Counter[str] | None] = ContextVar("ctxfold_usage", default=None)
 
-#: The keys compressors report, for documentation and tests.
-KEYS = (
-    "summarizer_calls",
-    "summarizer_tokens",
-    "embedder_calls",
-    "embedder_texts",
-    "cache_hits",
-    "cache_misses",
-)
-
 
 def record(key: str, amount: int = 1) -> None:
     """Add ``amount`` to ``key`` in the current run (a no-op outside a run)."""

@@ -7,6 +7,8 @@ import zlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from .._embed import _normalize_rows
+
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
@@ -78,8 +80,4 @@ class FakeEmbedder:
         for row, text in enumerate(texts):
             for w in _WORD.findall(text.lower()):
                 out[row, zlib.crc32(w.encode()) % self.dim] += 1.0
-        norms = np.linalg.norm(out, axis=1, keepdims=True)
-        normalized: npt.NDArray[np.float32] = (out / np.where(norms == 0, 1.0, norms)).astype(
-            np.float32
-        )
-        return normalized
+        return _normalize_rows(out)
