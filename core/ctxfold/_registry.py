@@ -216,11 +216,13 @@ def load_config(path: str | os.PathLike[str], *, section: str = "ctxfold") -> Co
     options, e.g. ``strategy = "hybrid"`` and ``steps = ["semantic", "auto"]``.
     """
     p = Path(path)
+    suffix = p.suffix.lower()
+    if suffix not in (".toml", ".yaml", ".yml"):
+        raise ConfigurationError(f"{p}: use a .toml, .yaml or .yml configuration file")
     try:
         raw = p.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigurationError(f"cannot read the configuration file {p}: {exc}") from None
-    suffix = p.suffix.lower()
     data: Any
     if suffix == ".toml":
         if sys.version_info >= (3, 11):
@@ -236,7 +238,7 @@ def load_config(path: str | os.PathLike[str], *, section: str = "ctxfold") -> Co
             data = tomllib.loads(raw)
         except ValueError as exc:
             raise ConfigurationError(f"{p} is not valid TOML: {exc}") from None
-    elif suffix in (".yaml", ".yml"):
+    else:
         try:
             import yaml
         except ModuleNotFoundError:
@@ -245,8 +247,6 @@ def load_config(path: str | os.PathLike[str], *, section: str = "ctxfold") -> Co
             data = yaml.safe_load(raw)
         except yaml.YAMLError as exc:
             raise ConfigurationError(f"{p} is not valid YAML: {exc}") from None
-    else:
-        raise ConfigurationError(f"{p}: use a .toml, .yaml or .yml configuration file")
     if not isinstance(data, Mapping):
         raise ConfigurationError(f"{p} must hold a table of settings")
     table = data.get(section, data)

@@ -130,6 +130,10 @@ class SemanticCompressor(BaseCompressor):
                 for i in u.indices:
                     reason[i] = ("dropped", "over_budget")
                     total -= tokens[i]
+            # A unit merged into one that was dropped is gone too: never point at it.
+            for i, (action, why) in list(reason.items()):
+                if action == "deduplicated" and reason.get(int(why.split(":")[1])):
+                    reason[i] = ("dropped", "over_budget")
             if total > budget:
                 overflow(
                     self.overflow,
