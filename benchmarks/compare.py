@@ -221,6 +221,10 @@ def main(argv: list[str] | None = None) -> int:
     methods: dict[str, Method | None] = {
         "ctxfold auto": ctxfold_method("auto"),
         "ctxfold sliding_window": ctxfold_method("sliding_window", overflow="best_effort"),
+        "ctxfold summarize": ctxfold_method("summarize", cache=False),
+        "ctxfold semantic": ctxfold_method("semantic", cache=False, overflow="best_effort"),
+        "ctxfold hierarchical": ctxfold_method("hierarchical", overflow="best_effort"),
+        "ctxfold hybrid": ctxfold_method("hybrid"),
         "langchain trim_messages": trim_messages_method(),
         "llamaindex ChatMemoryBuffer": chat_memory_buffer_method(),
         "contextpress": contextpress_method(),
