@@ -58,6 +58,10 @@ class Embedder(Protocol):
     string of the settings that change the vectors) and ``per_text`` (``True`` when a
     text's vector does not depend on the other texts of the batch, so vectors can be
     cached text by text; ``False`` when the whole batch must be the cache key).
+    ``duplicate_threshold`` (optional) is the cosine similarity from which two texts
+    are near-duplicates for this embedder; every embedder has its own scale (0.8 for
+    TF-IDF is as strict as 0.96 for WordLlama), and the semantic compressor uses it
+    unless given a threshold (0.9 for an embedder without one).
     """
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
@@ -141,10 +145,15 @@ class TfidfEmbedder:
     state above). Deterministic: the same batch gives the same array.
 
     Because the idf depends on the batch, so do the vectors (``per_text = False``).
+
+    ``duplicate_threshold`` is 0.8: on the near-duplicate benchmark
+    (``benchmarks/embedders.py``) the best F1 falls at 0.77 with the default settings,
+    and at 0.9 half the re-runs of a command are missed.
     """
 
     name = "tfidf"
     per_text = False
+    duplicate_threshold = 0.8
 
     def __init__(
         self,
@@ -360,10 +369,15 @@ class WordLlamaEmbedder:
     Matryoshka size (64, 128), which keeps the first ``dim`` values. A text's vector
     does not depend on the rest of the batch (``per_text = True``). Texts are not
     truncated; each is pooled on its own, so one long log does not pad the others.
+
+    Averaged embeddings of texts on one topic are close, so ``duplicate_threshold`` is
+    0.96 (the best F1 on the near-duplicate benchmark; at 0.9, four merges in ten would
+    join different texts).
     """
 
     name = "wordllama"
     per_text = True
+    duplicate_threshold = 0.96
 
     def __init__(self, *, config: str = "l2_supercat", dim: int = 256) -> None:
         if not isinstance(config, str) or not config:

@@ -16,6 +16,7 @@ from .exceptions import ConfigurationError
 __all__ = ["SemanticCompressor"]
 
 Keep = Literal["latest", "first"]
+_FALLBACK_THRESHOLD = 0.9  # for an embedder without a duplicate_threshold of its own
 Fit = Literal["drop_oldest", "none"]
 
 
@@ -35,7 +36,9 @@ class SemanticCompressor(BaseCompressor):
     Args:
         embedder: a :class:`ctxfold.Embedder` or a name (``"tfidf"``, the default;
             ``"wordllama"`` with the extra installed).
-        threshold: the cosine similarity from which two units are duplicates.
+        threshold: the cosine similarity from which two units are duplicates; default:
+            the embedder's ``duplicate_threshold`` (0.8 for TF-IDF, 0.96 for WordLlama;
+            0.9 for an embedder that has none), since each embedder has its own scale.
         min_tokens: shorter units are never merged ("yes" means different things).
         keep: which member of a cluster stays.
         cache: embeddings cache (see :class:`ctxfold.SummarizingCompressor`).
@@ -47,7 +50,7 @@ class SemanticCompressor(BaseCompressor):
         self,
         *,
         embedder: Any = None,
-        threshold: float = 0.9,
+        threshold: float | None = None,
         min_tokens: int = 20,
         keep: Keep = "latest",
         fit: Fit = "drop_oldest",
@@ -58,6 +61,8 @@ class SemanticCompressor(BaseCompressor):
         from ._embed import get_embedder
 
         self.embedder = get_embedder(embedder)
+        if threshold is None:
+            threshold = getattr(self.embedder, "duplicate_threshold", _FALLBACK_THRESHOLD)
         if isinstance(threshold, bool) or not isinstance(threshold, (int, float)):
             raise ConfigurationError(f"threshold must be a number in (0, 1], got {threshold!r}")
         if not 0 < threshold <= 1:

@@ -193,6 +193,25 @@ def test_short_units_are_never_merged():
     assert len(kept_users) == 12  # each "yes" is its own unit, under min_tokens
 
 
+def test_the_default_threshold_is_the_embedders_own():
+    class Strict(FakeEmbedder):
+        duplicate_threshold = 1.0  # identical texts only
+
+    assert SemanticCompressor().threshold == ctxfold.TfidfEmbedder.duplicate_threshold == 0.8
+    assert SemanticCompressor(embedder=FakeEmbedder()).threshold == 0.9  # none of its own
+    assert SemanticCompressor(embedder=FakeEmbedder(), threshold=0.5).threshold == 0.5
+    # The threshold decides: the three test runs differ in one line, so a strict
+    # embedder keeps them apart where the fallback merges them.
+    msgs = repeated_observations()
+    budget = COUNTER.count_messages(msgs)
+    strict = SemanticCompressor(embedder=Strict(), fit="none").compress(
+        msgs, budget=budget - 1, counter=COUNTER
+    )
+    assert strict.decision_counts().get("deduplicated", 0) == 0
+    with pytest.raises(ConfigurationError, match="threshold"):
+        SemanticCompressor(embedder=FakeEmbedder(), threshold=1.5)
+
+
 def test_semantic_with_the_real_default_embedder_on_agent_traces():
     if DATA_DIR is None:
         pytest.skip(SKIP_NO_DATA)
