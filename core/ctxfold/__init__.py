@@ -64,6 +64,7 @@ from ._tokens import ApproxCounter, CallableCounter, TiktokenCounter, TokenCount
 from ._units import Grouping, Unit, group_units
 from .exceptions import (
     BudgetError,
+    CacheEntryError,
     CacheError,
     ConfigurationError,
     CtxfoldError,
@@ -85,6 +86,7 @@ __all__ = [
     "BudgetError",
     "Cache",
     "CacheBackend",
+    "CacheEntryError",
     "CacheError",
     "CacheStats",
     "CallableCounter",

@@ -33,7 +33,7 @@ from types import TracebackType
 from typing import Any, Protocol, TypeVar, runtime_checkable
 from urllib.parse import urlsplit, urlunsplit
 
-from .exceptions import CacheError, ConfigurationError, MissingDependencyError
+from .exceptions import CacheEntryError, CacheError, ConfigurationError, MissingDependencyError
 
 __all__ = [
     "Cache",
@@ -62,7 +62,7 @@ def cache_key(*parts: str | bytes) -> str:
         elif isinstance(part, bytes):
             data = part
         else:
-            raise TypeError(
+            raise CacheEntryError(
                 f"cache_key parts must be str or bytes, part {i} is {type(part).__name__}; "
                 "convert it first (e.g. json.dumps(settings, sort_keys=True))"
             )
@@ -73,9 +73,9 @@ def cache_key(*parts: str | bytes) -> str:
 
 def _check_entry(key: object, value: object) -> None:
     if not isinstance(key, str):
-        raise TypeError(f"cache keys must be str, got {type(key).__name__}")
+        raise CacheEntryError(f"cache keys must be str, got {type(key).__name__}")
     if not isinstance(value, bytes):
-        raise TypeError(
+        raise CacheEntryError(
             f"cache values must be bytes, got {type(value).__name__}; encode it first "
             "(e.g. text.encode('utf-8'), or json.dumps(obj).encode())"
         )
@@ -690,7 +690,7 @@ class Cache:
 
     def _key(self, key: str) -> str:
         if not isinstance(key, str):
-            raise TypeError(f"cache keys must be str, got {type(key).__name__}")
+            raise CacheEntryError(f"cache keys must be str, got {type(key).__name__}")
         return f"{self.namespace}:{key}" if self.namespace else key
 
     def _count(self, hits: int = 0, misses: int = 0, evictions: int = 0) -> None:
@@ -708,7 +708,7 @@ class Cache:
     def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
         """The values under ``keys``, in order (``None`` for a miss); counts each."""
         if isinstance(keys, (str, bytes)):
-            raise TypeError("get_many takes a sequence of keys, not a single key")
+            raise CacheEntryError("get_many takes a sequence of keys, not a single key")
         values = self.backend.get_many([self._key(k) for k in keys])
         hits = sum(v is not None for v in values)
         self._count(hits=hits, misses=len(values) - hits)

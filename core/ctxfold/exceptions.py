@@ -9,6 +9,7 @@ from the built-in that callers already catch, so ``except ValueError`` keeps wor
     ├── BudgetError (ValueError)           the content that must be kept cannot fit
     ├── MissingDependencyError (ImportError)  an optional extra is not installed
     ├── CacheError (RuntimeError)          a cache backend cannot be reached or used
+    ├── CacheEntryError (TypeError)        a cache key or value has the wrong type
     └── SummarizerError (RuntimeError)     the summarizer failed or returned no text
 
 Messages say what went wrong and what to do about it.
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 __all__ = [
     "BudgetError",
+    "CacheEntryError",
     "CacheError",
     "ConfigurationError",
     "CtxfoldError",
@@ -74,6 +76,11 @@ class MissingDependencyError(CtxfoldError, ImportError):
 class CacheError(CtxfoldError, RuntimeError):
     """A cache backend failed at run time: its server cannot be reached, its file
     cannot be written, or it was used after ``close()``. The message says what to do."""
+
+
+class CacheEntryError(CtxfoldError, TypeError):
+    """A cache key is not ``str`` or a value not ``bytes``; the message says how to
+    convert it."""
 
 
 class SummarizerError(CtxfoldError, RuntimeError):

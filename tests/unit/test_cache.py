@@ -29,6 +29,7 @@ from ctxfold._cache import (
     get_cache,
 )
 from ctxfold.exceptions import (
+    CacheEntryError,
     CacheError,
     ConfigurationError,
     CtxfoldError,
@@ -276,6 +277,9 @@ def test_cache_defaults_to_memory() -> None:
 
 def test_cache_set_checks_value_type() -> None:
     cache = Cache()
+    with pytest.raises(CacheEntryError, match=r"encode it first") as info:
+        cache.set("k", "a str")  # type: ignore[arg-type]
+    assert isinstance(info.value, TypeError) and isinstance(info.value, CtxfoldError)
     with pytest.raises(TypeError, match=r"encode it first"):
         cache.set("k", "a str")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="keys must be str"):
