@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, ClassVar
@@ -19,21 +18,25 @@ from ._compressor import (
 from ._messages import Message
 from ._models import as_summarizer, summarize, transcript
 from ._result import Action, Decision
-from ._summarize import _DECISION_LOW, Summarizer, _has_error
+from ._summarize import _DECISION_LOW, ScoreContext, Summarizer, _has_error, score
 from ._summarizing import summary_message
-from ._text import find_identifiers
+from ._text import find_identifiers, split_sentences
 from ._tokens import TokenCounter
 from ._units import Grouping, Unit, split_pinned
 from .exceptions import ConfigurationError
 
 __all__ = ["DEFAULT_WEIGHTS", "HierarchicalCompressor"]
 
-#: How much each signal adds to a unit's score. ``recency`` scales the unit's position
-#: (0 for the oldest, 1 for the newest), so newer units always score higher, all else
-#: equal; the role weights apply to the unit's first message.
+#: How much each signal adds to a unit's score. ``content`` weighs what the unit's
+#: sentences and lines are worth to the engine's extractive scoring (identifiers,
+#: numbers, names, rare words, words of the task); the role weights apply to the unit's
+#: first message. ``recency`` multiplies the score by ``1 + recency * position``
+#: (position 0 for the oldest unit, 1 for the newest), so newer units always score
+#: higher, all else equal, without drowning what older units hold.
 DEFAULT_WEIGHTS: Mapping[str, float] = MappingProxyType(
     {
-        "recency": 3.0,
+        "content": 1.0,
+        "recency": 0.5,
         "user": 1.0,
         "assistant": 0.5,
         "tool": 0.2,
@@ -45,15 +48,24 @@ DEFAULT_WEIGHTS: Mapping[str, float] = MappingProxyType(
 )
 
 
+_SCAN_CHARS = 20_000  # a unit's text is scored on its first this many characters
+_MIN_COST = 10  # a shorter unit is ranked as if it cost this many tokens
+# Units are ranked by score / tokens ** _LENGTH_EXPONENT: below 1, so a long unit full
+# of facts is not ranked below a short one holding a single fact.
+_LENGTH_EXPONENT = 0.8
+
+
 class HierarchicalCompressor(BaseCompressor):
     """Score every unit, keep the highest-scoring units that fit, in time order; with a
     summarizer, the rest is summarized into one message.
 
     A unit's score is the sum of weighted signals (``weights`` overrides entries of
-    :data:`DEFAULT_WEIGHTS`): recency, the role that opens the unit, errors,
-    identifiers (paths, URLs, ids, names; up to ten), decisions and questions.
-    Units are chosen by score per square root of their tokens, so one huge tool
-    output does not crowd out ten useful turns; the newest unit is always kept.
+    :data:`DEFAULT_WEIGHTS`): its content (the extractive scoring of its sentences and
+    lines against the conversation's word rarity and the task), the role that opens
+    the unit, errors, identifiers (paths, URLs, ids, names; up to ten), decisions and
+    questions, times a recency factor. Units are chosen by score per token (tokens to
+    the power 0.8, so a long unit full of facts is not ranked below a short one with
+    one fact), kept in time order; the newest unit is always kept.
 
     Args:
         weights: signal weights, merged over the defaults; unknown names are an error.
@@ -93,19 +105,34 @@ class HierarchicalCompressor(BaseCompressor):
         check_choice("overflow", overflow, ("error", "best_effort"))
         self.overflow: Overflow = overflow
 
-    def score(self, messages: Sequence[Message], unit: Unit, position: float) -> float:
-        """The unit's score; ``position`` is 0 for the oldest unit, 1 for the newest."""
+    def score(
+        self,
+        messages: Sequence[Message],
+        unit: Unit,
+        position: float,
+        ctx: ScoreContext | None = None,
+    ) -> float:
+        """The unit's score; ``position`` is 0 for the oldest unit, 1 for the newest.
+
+        ``ctx`` holds the conversation's word rarity and goal (built from the units
+        when not given): the content signal is the sum of what the unit's sentences
+        and lines are worth to the engine's extractive scoring, so it grows with the
+        facts a unit holds, not with its length.
+        """
         w = self.weights
         first = messages[unit.start]
-        text = transcript([messages[i] for i in unit.indices])
+        text = transcript([messages[i] for i in unit.indices])[:_SCAN_CHARS]
         low = text.lower()
-        ids = {v for _, v, _, _ in find_identifiers(text[:20_000])}
-        s = w["recency"] * position + w.get(first.role, 0.0)
+        if ctx is None:
+            ctx = ScoreContext.build([text])
+        ids = {v for _, v, _, _ in find_identifiers(text)}
+        s = w["content"] * sum(score(seg, ctx) for seg in split_sentences(text))
+        s += w.get(first.role, 0.0)
         s += w["errors"] * _has_error(low)
         s += w["identifiers"] * min(len(ids), 10) / 10
         s += w["decisions"] * bool(_DECISION_LOW.search(low))
         s += w["questions"] * (first.role == "user" and "?" in first.text)
-        return s
+        return s * (1.0 + w["recency"] * position)
 
     def _compress(
         self,
@@ -130,11 +157,14 @@ class HierarchicalCompressor(BaseCompressor):
         room = budget - pinned_cost
         reserve = self.summary_share * room if self.summarizer is not None else 0.0
         n = len(free)
+        texts = [transcript([messages[i] for i in u.indices])[:_SCAN_CHARS] for u in free]
+        task = next((messages[u.start].text for u in free if messages[u.start].role == "user"), "")
+        ctx = ScoreContext.build(texts, goal=task)
         scored = sorted(
             range(n - 1),
             key=lambda k: (
-                -self.score(messages, free[k], k / max(n - 1, 1))
-                / math.sqrt(max(cost[free[k].start], 1)),
+                -self.score(messages, free[k], k / max(n - 1, 1), ctx)
+                / max(cost[free[k].start], _MIN_COST) ** _LENGTH_EXPONENT,
                 -k,
             ),
         )

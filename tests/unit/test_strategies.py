@@ -252,6 +252,25 @@ def test_newer_units_win_when_all_else_is_equal_and_errors_can_outweigh_recency(
         HierarchicalCompressor(weights={"speed": 1.0})
 
 
+def test_units_holding_facts_outrank_small_talk_of_any_length():
+    msgs = [SYSTEM]
+    for k in range(10):
+        msgs.append(Message("user", "Haha, wow, that sounds really great, thanks so much!"))
+        msgs.append(
+            Message(
+                "assistant",
+                f"Parcel P-{k:03d} left depot {k} for Lyon on 2024-03-{k + 1:02d}; the "
+                f"manifest is in /srv/manifests/p{k:03d}.csv and weighs {k + 3} kg.",
+            )
+        )
+    budget = COUNTER.count_messages(msgs) // 2
+    r = HierarchicalCompressor().compress(msgs, budget=budget, counter=COUNTER)
+    kept = [msgs[d.index] for d in r.trace if d.action == "kept" and d.index > 0]
+    facts = [m for m in kept if "Parcel" in m.text]
+    assert len(facts) == 6  # as many as fit; small talk only fills the room left
+    assert r.stats.fits and list(r.messages) == [SYSTEM, *kept]  # in time order
+
+
 def test_hierarchical_summarizes_what_it_leaves_out():
     msgs = [SYSTEM, *chat(30)]
     r = HierarchicalCompressor(summarizer=FakeSummarizer(), cache=False).compress(
