@@ -26,6 +26,7 @@ from ._adapters import FormatAdapter, Piece, adapters, registry_version, split_m
 from ._compressor import (
     BaseCompressor,
     Overflow,
+    check_cache,
     check_choice,
     check_roles,
     check_share,
@@ -42,20 +43,20 @@ from ._layers import (
     truncate_observation,
 )
 from ._messages import ROLES, Message, ToolCall
-from ._models import speaker_tag
+from ._models import as_summarizer, speaker_tag, summarize, transcript
 from ._result import NOTE_KEY, Action, Decision
 from ._summarize import _ALL as _ALL_FLAGS
 from ._summarize import (
     FILLER,
     Features,
     ScoreContext,
-    Summarizer,
     _Flags,
     combine,
     features,
     render,
     segments_of,
 )
+from ._summarizing import fit_summary
 from ._text import TokenSet, find_identifiers, json_strings, json_values
 from ._tokens import TokenCounter
 from ._units import Grouping, Unit, split_pinned
@@ -82,6 +83,7 @@ _MIN_COST = 10.0  # a shorter sentence is ranked as if it cost this many tokens
 _NOTE_OVERHEAD = 20  # the note's own message overhead and header
 _AGENT_RECENT = 0.25  # default recent_share with tool calls in the history
 _CHAT_RECENT = 0.1  # and without
+_MIN_SUMMARY = 16  # tokens: an LLM summary shorter than this says nothing
 
 
 @dataclass(frozen=True)
@@ -177,6 +179,16 @@ class _Plan:
         return any(any(c) for c in self.chosen) or any(self.call_chosen)
 
 
+class _Fitted(NamedTuple):
+    """What the fit loop settled on; ``plans`` holds every message that was folded or
+    compressed (the older ones), ``note_at`` the note's position in ``messages``."""
+
+    messages: list[Message]
+    trace: list[Decision]
+    note_at: int | None
+    plans: dict[int, _Plan]
+
+
 class _Item(NamedTuple):
     """One selectable thing; items sort best first (tuples compare in C)."""
 
@@ -203,8 +215,15 @@ class AutoCompressor(BaseCompressor):
             folded content (``0`` turns the note off).
         layers: which encoding layers run (:class:`ctxfold.Layers`).
         adapters: the format adapters to try, in order (default: the registry).
-        summarizer: a :class:`ctxfold.Summarizer` (an LLM) to rewrite compressible
-            text to the length the selection allots; default: extractive selection.
+        summarizer: an LLM (anything :func:`ctxfold.as_summarizer` accepts: a
+            :class:`ctxfold.Summarizer`, an object with async ``asummarize``, or a
+            callable taking messages) that rewrites the condensed lines of the note
+            as one summary in at most as many tokens: one call per compression, on
+            the full text of the folded messages, cached by that text (a second pass
+            over the same history makes no call). Default: none, the note keeps the
+            extractive lines.
+        cache: where those summaries are cached (see
+            :class:`ctxfold.SummarizingCompressor`).
         pin_roles: roles always kept verbatim.
         note_role: the role of the note that lists folded identifiers.
         overflow: ``"error"`` raises :class:`~ctxfold.BudgetError` when pinned
@@ -221,9 +240,10 @@ class AutoCompressor(BaseCompressor):
         digest_share: float = 0.5,
         layers: Layers | None = None,
         adapters: Sequence[FormatAdapter] | None = None,
-        summarizer: Summarizer | None = None,
+        summarizer: Any = None,
         pin_roles: Iterable[str] = ("system", "developer"),
         note_role: str = "system",
+        cache: Any = None,
         overflow: Overflow = "error",
     ) -> None:
         self.recent_share = (
@@ -235,9 +255,8 @@ class AutoCompressor(BaseCompressor):
             raise ConfigurationError("layers must be a ctxfold.Layers instance")
         self.layers = layers or Layers()
         self.adapters = tuple(adapters) if adapters is not None else None
-        if summarizer is not None and not isinstance(summarizer, Summarizer):
-            raise ConfigurationError("summarizer needs a summarize(text, *, max_tokens) method")
-        self.summarizer = summarizer
+        self.summarizer = None if summarizer is None else as_summarizer(summarizer)
+        self.cache = check_cache(cache)
         self.pin_roles = check_roles("pin_roles", pin_roles)
         check_choice("note_role", note_role, sorted(ROLES))
         self.note_role = note_role
@@ -254,15 +273,71 @@ class AutoCompressor(BaseCompressor):
         counter: TokenCounter,
         grouping: Grouping,
     ) -> tuple[Sequence[Message], list[Decision], Mapping[str, int]]:
-        n = len(messages)
         tokens = [counter.count_message(m) for m in messages]
+        fitted = self._fit(messages, tokens, budget=budget, counter=counter, grouping=grouping)
+        out, trace, note_at = fitted.messages, fitted.trace, fitted.note_at
+        if note_at is not None:
+            out = self._summarize_note(messages, out, trace, note_at, counter)
+        note = None if note_at is None else out[note_at]
+        return out, trace, self._savings(fitted.plans, tokens, note, counter)
+
+    def _summarize_note(
+        self,
+        messages: list[Message],
+        out: list[Message],
+        trace: list[Decision],
+        at: int,
+        counter: TokenCounter,
+    ) -> list[Message]:
+        """Replace the note's extractive lines by the summarizer's summary of the folded
+        messages, in at most the tokens those lines took (one call, cached)."""
+        folded = [d.index for d in trace if d.reason.startswith("folded:note")]
+        summarizer = self.summarizer
+        if not folded or summarizer is None:
+            return out
+        note = out[at]
+        listed = list(note.metadata[NOTE_KEY].get("listed", ()))
+        others = "\n".join(m.text for k, m in enumerate(out) if k != at)
+        room = counter.count_message(note)
+        bare = counter.count_message(self._note(len(folded), ["."], listed, others, counter, True))
+        allowance = room - bare
+        if allowance < _MIN_SUMMARY:
+            return out
+        text = summarize(
+            summarizer,
+            transcript([messages[i] for i in folded]),
+            max_tokens=allowance,
+            cache=self.cache,
+            count=counter.count_text,
+        )
+        for _ in range(4):
+            new = self._note(len(folded), [text], listed, others + "\n" + text, counter, True)
+            over = counter.count_message(new) - room
+            if over <= 0:
+                return [*out[:at], new, *out[at + 1 :]]
+            text = fit_summary(text, counter.count_text(text) - over - 2, counter)
+            if not text:
+                break
+        return out  # the summary cannot be made to fit: the extractive note stands
+
+    def _fit(
+        self,
+        messages: list[Message],
+        tokens: list[int],
+        *,
+        budget: int,
+        counter: TokenCounter,
+        grouping: Grouping,
+    ) -> _Fitted:
+        """Select, assemble and check the exact count until the budget holds."""
+        n = len(messages)
         base = counter.count_messages([])
         pinned_list, free = split_pinned(messages, grouping, self.pin_roles)
         pinned = set(pinned_list)
         pinned_cost = base + sum(tokens[i] for i in pinned)
         if pinned_cost > budget or not free:
             overflow(self.overflow, required=pinned_cost, budget=budget, what="the pinned messages")
-            return (*keep_only(messages, tokens, pinned, pinned, self.name), {})
+            return _Fitted(*keep_only(messages, tokens, pinned, pinned, self.name), None, {})
         avail = budget - pinned_cost - _NOTE_OVERHEAD
 
         # The task (the first user message) and the newest units stay verbatim.
@@ -314,15 +389,15 @@ class AutoCompressor(BaseCompressor):
         topped_up = False
         while True:
             for _ in range(6):
-                out, trace = self._assemble(
+                out, trace, note_at = self._assemble(
                     messages, tokens, counter, old_units, plans, pinned, verbatim, pool, chosen_ids
                 )
                 total = counter.count_messages(out)
                 if total <= budget and (topped_up or total >= 0.97 * budget):
-                    return out, trace, self._savings(plans, tokens, old_idx, out, counter)
+                    return _Fitted(out, trace, note_at, plans)
                 if total <= budget:  # estimates ran low: fill the room left, once
                     topped_up = True
-                    best = (out, trace)
+                    best = _Fitted(out, trace, note_at, plans)
                     self._select(
                         items,
                         plans,
@@ -333,7 +408,7 @@ class AutoCompressor(BaseCompressor):
                     )
                     continue
                 if topped_up:  # the top-up overshot: the fitting result stands
-                    return (*best, self._savings(plans, tokens, old_idx, best[0], counter))
+                    return best
                 if not self._trim(items, plans, chosen_ids, (total - budget) * 1.15 + 2):
                     break
             if not verbatim:
@@ -350,14 +425,13 @@ class AutoCompressor(BaseCompressor):
                 del verbatim[i]
                 plans[i] = self._plan(messages[i], i, tokens[i], ctx)
             old_units = sorted([*old_units, oldest], key=lambda u: u.start)
-        out, trace = self._assemble(
+        out, trace, note_at = self._assemble(
             messages, tokens, counter, old_units, plans, pinned, {}, [], [], force_fold=True
         )
         required = counter.count_messages(out)
         if required > budget:
-            without_note = [m for m in out if m.metadata.get(NOTE_KEY) is None]
-            if without_note:  # the pinned messages alone, then
-                out = without_note
+            if len(out) > 1 and note_at is not None:  # the pinned messages alone, then
+                out, note_at = [m for k, m in enumerate(out) if k != note_at], None
                 trace = [
                     replace(d, action="dropped", reason="over_budget")
                     if d.action in ("summarized", "deduplicated")
@@ -371,7 +445,7 @@ class AutoCompressor(BaseCompressor):
                     budget=budget,
                     what="the shortest note on the folded messages",
                 )
-        return out, trace, self._savings(plans, tokens, old_idx, out, counter)
+        return _Fitted(out, trace, note_at, plans)
 
     # --------------------------------------------------------------- phase A: plans
 
@@ -705,11 +779,7 @@ class AutoCompressor(BaseCompressor):
                 if parts and piece.mode == "lines" and not parts[-1].endswith("... "):
                     parts.append(" ... ")
                 continue
-            if self.summarizer is not None and not all(chosen):
-                allot = sum(len(s) for s, c in zip(segs, chosen, strict=True) if c) / p.cpt
-                parts.append(self.summarizer.summarize(piece.text, max_tokens=max(int(allot), 1)))
-            else:
-                parts.append(render(replace(piece, keep=False), segs, chosen, marks=False))
+            parts.append(render(replace(piece, keep=False), segs, chosen, marks=False))
         body = "".join(parts).strip()
         calls = [
             f"-> {c.name}({c.arguments})"
@@ -731,7 +801,8 @@ class AutoCompressor(BaseCompressor):
         chosen_ids: list[bool],
         *,
         force_fold: bool = False,
-    ) -> tuple[list[Message], list[Decision]]:
+    ) -> tuple[list[Message], list[Decision], int | None]:
+        """The output for the current selection, its trace and where the note is."""
         in_place: set[int] = set()
         if not force_fold:
             for u in old_units:
@@ -787,28 +858,27 @@ class AutoCompressor(BaseCompressor):
             ) + "\n".join(lines)
             listed = [v for (v, _), ok in zip(pool, chosen_ids, strict=True) if ok]
             out.insert(note_at, self._note(folded, lines, listed, shown_text, counter))
-        return out, trace
+        return out, trace, note_at
 
     @staticmethod
     def _savings(
         plans: dict[int, _Plan],
         tokens: list[int],
-        old_idx: list[int],
-        out: list[Message],
+        note: Message | None,
         counter: TokenCounter,
     ) -> dict[str, int]:
         """Tokens each layer saved on the older messages, and what selection saved."""
         total: Counter[str] = Counter()
-        for i in old_idx:
-            total.update(plans[i].savings)
-            if plans[i].deduplicated:
+        for i, plan in plans.items():
+            total.update(plan.savings)
+            if plan.deduplicated:
                 total["dedup"] += tokens[i]
-        note = [m for m in out if m.metadata.get(NOTE_KEY)]
-        if note and "codebook" in note[0].metadata[NOTE_KEY]:
-            total["codebook"] += note[0].metadata[NOTE_KEY]["codebook_saved"]
-        old_after = sum(counter.count_message(m) for m in note)
+        meta = {} if note is None else note.metadata[NOTE_KEY]
+        if "codebook" in meta:
+            total["codebook"] += meta["codebook_saved"]
+        old_after = 0 if note is None else counter.count_message(note)
         layered = sum(total.values())
-        total["selection"] = max(sum(tokens[i] for i in old_idx) - layered - old_after, 0)
+        total["selection"] = max(sum(tokens[i] for i in plans) - layered - old_after, 0)
         return {k: v for k, v in total.items() if v}
 
     def _note(
@@ -818,9 +888,13 @@ class AutoCompressor(BaseCompressor):
         candidates: list[str],
         shown: str,
         counter: TokenCounter,
+        summarized: bool = False,
     ) -> Message:
+        plural = "s" if folded != 1 else ""
         head = (
-            f"[ctxfold: {folded} earlier message{'s' if folded != 1 else ''} condensed to "
+            f"[ctxfold: {folded} earlier message{plural} summarized]"
+            if summarized
+            else f"[ctxfold: {folded} earlier message{plural} condensed to "
             "their key sentences and lines]"
         )
         in_shown = _lookup(shown, len(candidates))
@@ -828,7 +902,7 @@ class AutoCompressor(BaseCompressor):
         body = list(lines)
         if listed:
             body.append("Also mentioned: " + ", ".join(listed))
-        meta: dict[str, Any] = {"kind": "note", "folded": folded}
+        meta: dict[str, Any] = {"kind": "note", "folded": folded, "listed": candidates}
         text = "\n".join(body)
         layers = self.layers
         if text and (layers.codebook or layers.static_codebook or layers.path_aliases):

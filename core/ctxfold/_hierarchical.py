@@ -19,7 +19,7 @@ from ._messages import Message
 from ._models import as_summarizer, summarize, transcript
 from ._result import Action, Decision
 from ._summarize import _DECISION_LOW, ScoreContext, Summarizer, _has_error, score
-from ._summarizing import summary_message
+from ._summarizing import fit_summary, summary_message
 from ._text import find_identifiers, split_sentences
 from ._tokens import TokenCounter
 from ._units import Grouping, Unit, split_pinned
@@ -187,8 +187,10 @@ class HierarchicalCompressor(BaseCompressor):
                     cache=self.cache,
                     count=counter.count_text,
                 )
+                if counter.count_text(text) > allowance:
+                    text = fit_summary(text, allowance, counter)
                 candidate = summary_message(text, sum(len(u) for u in left), "system")
-                if counter.count_message(candidate) <= room - used:
+                if text and counter.count_message(candidate) <= room - used:
                     note = candidate
         out: list[Message] = []
         trace: list[Decision] = []

@@ -25,7 +25,7 @@ from ._tokens import TokenCounter
 from ._units import Grouping, Unit, newest_units, split_pinned
 from ._usage import record
 
-__all__ = ["SummarizingCompressor", "summary_message"]
+__all__ = ["SummarizingCompressor", "fit_summary", "summary_message"]
 
 _SUMMARY_ROLES = ("system", "developer", "assistant")
 _MIN_SUMMARY = 16  # tokens: below this a summary says nothing
@@ -182,14 +182,15 @@ class SummarizingCompressor(BaseCompressor):
             count=counter.count_text,
         )
         if counter.count_text(summary) > allowance:
-            summary = _fit(summary, allowance, counter)
+            summary = fit_summary(summary, allowance, counter)
         if self.cache is not None:
             self.cache.set(keys[-1], summary.encode("utf-8"))
         return summary
 
 
-def _fit(text: str, max_tokens: int, counter: TokenCounter) -> str:
-    """Shorten a summary that came back too long, extractively, until it fits."""
+def fit_summary(text: str, max_tokens: int, counter: TokenCounter) -> str:
+    """Shorten a summary that came back too long, extractively, until it fits in
+    ``max_tokens`` (``""`` when nothing does)."""
     cpt = max(len(text) / max(counter.count_text(text), 1), 1.0)
     target = max_tokens
     while target > 0:

@@ -154,23 +154,58 @@ def test_options_are_validated_at_construction():
             AutoCompressor(**bad)
     with pytest.raises(ctxfold.ConfigurationError, match="layers"):
         AutoCompressor(layers={"json": False})  # type: ignore[arg-type]
-    with pytest.raises(ctxfold.ConfigurationError, match="summarize"):
-        AutoCompressor(summarizer=lambda t: t)  # type: ignore[arg-type]
+    with pytest.raises(ctxfold.ConfigurationError, match="summarizer must"):
+        AutoCompressor(summarizer=42)
 
 
-def test_a_custom_summarizer_writes_the_condensed_text():
-    calls = []
+def test_an_llm_summarizer_rewrites_the_note_in_one_cached_call():
+    calls: list[tuple[int, str]] = []
 
     class Upper:
-        def summarize(self, text: str, *, max_tokens: int) -> str:
-            calls.append(max_tokens)
-            return text[: max_tokens * 2].upper()
+        cache_id = "upper"
 
-    record = example_records()[1]
-    msgs = ctxfold.from_openai(record["messages"])
+        def summarize(self, text: str, *, max_tokens: int) -> str:
+            calls.append((max_tokens, text))
+            return text[: max_tokens * 3].upper()  # too long: ctxfold shortens it
+
+    msgs = ctxfold.from_openai(example_records()[1]["messages"])
     budget = COUNTER.count_messages(msgs) // 4
-    r = AutoCompressor(summarizer=Upper()).compress(msgs, budget=budget, counter=COUNTER)
-    assert calls and r.stats.tokens_after <= budget
+    cache = ctxfold.Cache()
+    plain = AutoCompressor().compress(msgs, budget=budget, counter=COUNTER)
+    r = AutoCompressor(summarizer=Upper(), cache=cache).compress(
+        msgs, budget=budget, counter=COUNTER
+    )
+    assert len(calls) == 1 and r.stats.usage["summarizer_calls"] == 1
+    folded = [d.index for d in r.trace if d.reason.startswith("folded:note")]
+    assert calls[0][1] == ctxfold._models.transcript([msgs[i] for i in folded])
+    note = next(m for m in r.messages if m.metadata.get("ctxfold", {}).get("kind") == "note")
+    assert "earlier messages summarized]" in note.text
+    assert any(line.isupper() for line in note.text.splitlines()[1:])  # the summary
+    assert r.stats.tokens_after <= plain.stats.tokens_after <= budget
+    assert [d.action for d in r.trace] == [d.action for d in plain.trace]
+    again = AutoCompressor(summarizer=Upper(), cache=cache).compress(
+        msgs, budget=budget, counter=COUNTER
+    )
+    assert len(calls) == 1 and again.stats.usage["cache_hits"] >= 1
+    assert again.messages == r.messages
+
+    def llm(messages: list[Message]) -> str:  # a chat model: prompt, then the text
+        assert messages[0].role == "system" and "summary" in messages[0].text
+        return "The agent inspected the parser and ran the tests."
+
+    by_callable = AutoCompressor(summarizer=llm, cache=False).compress(
+        msgs, budget=budget, counter=COUNTER
+    )
+    assert any("The agent inspected the parser" in m.text for m in by_callable.messages)
+
+    class Broken:
+        def summarize(self, text: str, *, max_tokens: int) -> str:
+            raise TimeoutError("model timed out")
+
+    with pytest.raises(ctxfold.SummarizerError, match="timed out"):
+        AutoCompressor(summarizer=Broken(), cache=False).compress(
+            msgs, budget=budget, counter=COUNTER
+        )
 
 
 def test_extractive_summarizer_keeps_order_identifiers_and_budget():

@@ -279,6 +279,15 @@ def test_hierarchical_summarizes_what_it_leaves_out():
     assert any(m.metadata.get("ctxfold", {}).get("kind") == "summary" for m in r.messages)
     assert {d.action for d in r.trace} == {"kept", "summarized"}
 
+    class Verbose:  # ignores max_tokens, as LLMs do: the summary is shortened to fit
+        def summarize(self, text: str, *, max_tokens: int) -> str:
+            return text + " In short, parcels moved."
+
+    long = HierarchicalCompressor(summarizer=Verbose(), cache=False).compress(
+        msgs, budget=COUNTER.count_messages(msgs) // 3, counter=COUNTER
+    )
+    assert long.stats.fits and long.decision_counts()["summarized"] > 0
+
 
 # --------------------------------------------------------------------------- hybrid
 
