@@ -95,16 +95,13 @@ class SemanticCompressor(BaseCompressor):
         leaders: list[int] = []
         members: dict[int, list[int]] = {}
         for k in range(len(units)):
-            best, best_sim = -1, self.threshold
-            for leader in leaders:
-                s = float(sims[k, leader])
-                if s >= best_sim:
-                    best, best_sim = leader, s
-            if best < 0:
+            row = sims[k, leaders][::-1]  # newest leader first: it wins a tie
+            j = int(row.argmax()) if len(leaders) else 0
+            if not leaders or row[j] < self.threshold:
                 leaders.append(k)
                 members[k] = [k]
             else:
-                members[best].append(k)
+                members[leaders[len(leaders) - 1 - j]].append(k)
         return [[units[k] for k in group] for group in members.values() if len(group) > 1]
 
     def _compress(
