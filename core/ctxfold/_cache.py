@@ -657,13 +657,15 @@ class CacheStats:
         return self.hits / lookups if lookups else 0.0
 
 
-class Cache:
+class Cache(_Closing):
     """A cache of ``bytes`` values over a :class:`CacheBackend`, with hit, miss and
     eviction counts.
 
     ``namespace`` keeps caches that share a backend apart (stored keys become
     ``namespace + ":" + key``). Safe to share between threads; ``aget`` / ``aset``
-    give the same results from asyncio without blocking the event loop.
+    give the same results from asyncio without blocking the event loop. ``close()``
+    (or ``with Cache(...) as cache:``) closes the backend (a SQLite connection, a Redis
+    client pool).
 
     >>> cache = Cache()
     >>> key = cache_key("summarize", "extractive", text)           # doctest: +SKIP
@@ -687,6 +689,12 @@ class Cache:
         self._hits = 0
         self._misses = 0
         self._evictions = 0
+
+    def close(self) -> None:
+        """Close the backend, if it has anything to close."""
+        close = getattr(self.backend, "close", None)
+        if callable(close):
+            close()
 
     def _key(self, key: str) -> str:
         if not isinstance(key, str):

@@ -419,6 +419,18 @@ def test_sqlite_closed_backend_raises_cache_error(tmp_path: Path) -> None:
         backend.get("k")
 
 
+def test_closing_a_cache_closes_its_backend(tmp_path: Path) -> None:
+    with Cache(SQLiteBackend(tmp_path / "c.db")) as cache:
+        cache.set("k", b"v")
+    with pytest.raises(CacheError, match="closed"):
+        cache.get("k")
+    with Cache(SQLiteBackend(tmp_path / "c.db")) as reopened:
+        assert reopened.get("k") == b"v"  # persisted
+    memory = Cache()
+    memory.close()  # nothing to close: harmless
+    memory.set("k", b"v")
+
+
 def test_sqlite_threads_share_one_connection(tmp_path: Path) -> None:
     backend = SQLiteBackend(tmp_path / "c.db", max_entries=50)
     cache = Cache(backend)
