@@ -4,9 +4,10 @@
     python benchmarks/embedders.py --repeat 5 --embedders tfidf wordllama
 
 The semantic compressor embeds message units and merges those whose cosine similarity
-is over a threshold (by default the embedder's own ``duplicate_threshold``), so an embedder is good for it when near-duplicate
-messages score high and different messages score low. No human labels exist for that,
-so the labels come from the text itself, within each conversation of the shared data:
+is over a threshold (by default the embedder's own ``duplicate_threshold``), so an
+embedder is good for it when near-duplicate messages score high and different messages
+score low. No human labels exist for that, so the labels come from the text itself,
+within each conversation of the shared data:
 
 - positive: two distinct message texts whose strict character-shingle Jaccard
   similarity (5-character shingles, lowercased, whitespace runs collapsed) is at least
