@@ -34,6 +34,7 @@ from ._cache import (
 from ._compressor import BaseCompressor, Compressor
 from ._embed import Embedder, TfidfEmbedder, WordLlamaEmbedder, get_embedder
 from ._hierarchical import DEFAULT_WEIGHTS, HierarchicalCompressor
+from ._hooks import EVENTS, Event, off, on
 from ._hybrid import HybridCompressor
 from ._layers import Codebook, Layers, decode
 from ._messages import (
@@ -47,6 +48,15 @@ from ._messages import (
     to_openai,
 )
 from ._models import SUMMARY_PROMPT, CallableSummarizer, as_summarizer
+from ._references import (
+    Reference,
+    ReferenceIndex,
+    extractors,
+    reference_id,
+    register_extractor,
+    reset_extractors,
+    unregister_extractor,
+)
 from ._registry import (
     PROFILES,
     load_config,
@@ -56,8 +66,10 @@ from ._registry import (
     strategies,
 )
 from ._result import CompressionResult, CompressionStats, Decision
+from ._reversible import Expansion, expand, uncompress
 from ._semantic import SemanticCompressor
 from ._sliding_window import SlidingWindow
+from ._store import MemoryStore, RedisStore, SQLiteStore, VerbatimStore, get_store
 from ._summarize import ExtractiveSummarizer, Summarizer
 from ._summarizing import SummarizingCompressor
 from ._tokens import ApproxCounter, CallableCounter, TiktokenCounter, TokenCounter, get_counter
@@ -68,6 +80,7 @@ from .exceptions import (
     CacheError,
     ConfigurationError,
     CtxfoldError,
+    ExpandError,
     InvalidMessageError,
     MissingDependencyError,
     SummarizerError,
@@ -77,6 +90,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "DEFAULT_WEIGHTS",
+    "EVENTS",
     "PROFILES",
     "SUMMARY_PROMPT",
     "ApproxCounter",
@@ -100,6 +114,9 @@ __all__ = [
     "CtxfoldError",
     "Decision",
     "Embedder",
+    "Event",
+    "ExpandError",
+    "Expansion",
     "ExtractiveSummarizer",
     "FormatAdapter",
     "Grouping",
@@ -108,11 +125,16 @@ __all__ = [
     "InvalidMessageError",
     "Layers",
     "MemoryBackend",
+    "MemoryStore",
     "Message",
     "MissingDependencyError",
     "Piece",
     "RedisBackend",
+    "RedisStore",
+    "Reference",
+    "ReferenceIndex",
     "SQLiteBackend",
+    "SQLiteStore",
     "SemanticCompressor",
     "SlidingWindow",
     "Summarizer",
@@ -123,6 +145,7 @@ __all__ = [
     "TokenCounter",
     "ToolCall",
     "Unit",
+    "VerbatimStore",
     "WordLlamaEmbedder",
     "__version__",
     "adapters",
@@ -132,21 +155,31 @@ __all__ = [
     "clear_caches",
     "compress",
     "decode",
+    "expand",
+    "extractors",
     "from_anthropic",
     "from_openai",
     "get_cache",
     "get_counter",
     "get_embedder",
+    "get_store",
     "group_units",
     "load_config",
     "normalize",
+    "off",
+    "on",
+    "reference_id",
     "register_adapter",
+    "register_extractor",
     "register_strategy",
+    "reset_extractors",
     "resolve_strategy",
     "strategies",
     "to_anthropic",
     "to_openai",
+    "uncompress",
     "unregister_adapter",
+    "unregister_extractor",
 ]
 
 logging.getLogger("ctxfold").addHandler(logging.NullHandler())

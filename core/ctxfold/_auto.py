@@ -245,6 +245,10 @@ class AutoCompressor(BaseCompressor):
         note_role: str = "system",
         cache: Any = None,
         overflow: Overflow = "error",
+        reversible: bool = True,
+        store: Any = None,
+        reference_share: float = 0.1,
+        max_references: int | None = 200,
     ) -> None:
         self.recent_share = (
             None if recent_share is None else check_share("recent_share", recent_share)
@@ -262,6 +266,12 @@ class AutoCompressor(BaseCompressor):
         self.note_role = note_role
         check_choice("overflow", overflow, ("error", "best_effort"))
         self.overflow: Overflow = overflow
+        self.set_reversible(
+            reversible,
+            store=store,
+            reference_share=reference_share,
+            max_references=max_references,
+        )
 
     # ------------------------------------------------------------------ main flow
 

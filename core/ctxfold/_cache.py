@@ -206,6 +206,38 @@ _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _SQL_CHUNK = 500  # keys per IN (...) query, well under SQLite's parameter limit
 
 
+def _sqlite_file(path: object, table: object, what: str) -> tuple[str, str]:
+    """Check a SQLite file path and table name for a ``what`` (cache, store): the
+    expanded path (or ``":memory:"``) and the table."""
+    if not isinstance(table, str) or not _IDENTIFIER.match(table):
+        raise ConfigurationError(
+            f"table must be a plain SQL identifier (letters, digits, _; not starting "
+            f"with a digit), got {table!r}"
+        )
+    if not isinstance(path, (str, os.PathLike)):
+        raise ConfigurationError(
+            f"path must be a file path (str or os.PathLike), got {type(path).__name__}"
+        )
+    raw = os.fspath(path)
+    if raw == ":memory:":
+        return raw, table
+    file = Path(raw).expanduser()
+    if not raw.strip():
+        raise ConfigurationError("path must name a SQLite file, got an empty string")
+    if file.is_dir():
+        raise ConfigurationError(
+            f"path {str(file)!r} is a directory; give a file path such as "
+            f"{str(file / f'ctxfold-{what}.db')!r}"
+        )
+    if not file.parent.is_dir():
+        raise ConfigurationError(
+            f"cannot create the SQLite {what} {str(file)!r}: the directory "
+            f"{str(file.parent)!r} does not exist; create it first "
+            "(e.g. os.makedirs(dirname, exist_ok=True))"
+        )
+    return str(file), table
+
+
 @contextmanager
 def _immediate(conn: sqlite3.Connection) -> Iterator[None]:
     """A write transaction: takes the file's write lock up front (waiting up to the
@@ -240,34 +272,8 @@ class SQLiteBackend(_Closing):
         table: str = "ctxfold_cache",
     ) -> None:
         self.max_entries = _check_max_entries(max_entries)
-        if not isinstance(table, str) or not _IDENTIFIER.match(table):
-            raise ConfigurationError(
-                f"table must be a plain SQL identifier (letters, digits, _; not starting "
-                f"with a digit), got {table!r}"
-            )
-        if not isinstance(path, (str, os.PathLike)):
-            raise ConfigurationError(
-                f"path must be a file path (str or os.PathLike), got {type(path).__name__}"
-            )
-        raw = os.fspath(path)
-        if raw != ":memory:":
-            file = Path(raw).expanduser()
-            if not raw.strip():
-                raise ConfigurationError("path must name a SQLite file, got an empty string")
-            if file.is_dir():
-                raise ConfigurationError(
-                    f"path {str(file)!r} is a directory; give a file path such as "
-                    f"{str(file / 'ctxfold-cache.db')!r}"
-                )
-            if not file.parent.is_dir():
-                raise ConfigurationError(
-                    f"cannot create the SQLite cache {str(file)!r}: the directory "
-                    f"{str(file.parent)!r} does not exist; create it first "
-                    "(e.g. os.makedirs(dirname, exist_ok=True))"
-                )
-            raw = str(file)
+        raw, self.table = _sqlite_file(path, table, "cache")
         self.path = raw
-        self.table = table
         self._meta = f"{table}_meta"
         self._lock = threading.Lock()
         try:

@@ -10,12 +10,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
 from ._cache import Cache, get_cache
+from ._hooks import emit
 from ._messages import ROLES, Message, as_messages
 from ._result import CompressionResult, CompressionStats, Decision
 from ._tokens import TokenCounter, get_counter
 from ._units import Grouping, group_units
 from ._usage import run_usage
-from .exceptions import BudgetError, ConfigurationError
+from .exceptions import BudgetError, ConfigurationError, ExpandError
 
 __all__ = ["BaseCompressor", "Compressor", "CounterSpec", "MessageLike", "Overflow"]
 
@@ -131,14 +132,71 @@ class BaseCompressor(ABC):
     """
 
     name: ClassVar[str] = "base"
+    #: Reversible compaction (see :meth:`set_reversible`): off unless a strategy or
+    #: its caller turns it on.
+    reversible: bool = False
+    store: Any = None
+    reference_share: float = 0.1
+    max_references: int | None = 200
+
+    def set_reversible(
+        self,
+        reversible: bool,
+        *,
+        store: Any = None,
+        reference_share: float = 0.1,
+        max_references: int | None = 200,
+    ) -> None:
+        """Configure reversible compaction (every strategy's constructor takes these).
+
+        With ``reversible``, every original a round removes or rewrites goes to
+        ``store`` (``None``: the process's memory store; ``"sqlite:///path.db"``,
+        ``"redis://..."`` or a :class:`ctxfold.VerbatimStore`), the output marks each
+        rewritten message with ``[expand <id>]``, and a block lists the references of
+        what the model no longer sees in full within ``reference_share`` of the budget
+        (at most ``max_references``). :func:`ctxfold.expand` gives back the original.
+        """
+        from ._store import get_store
+
+        if not isinstance(reversible, bool):
+            raise ConfigurationError(f"reversible must be True or False, got {reversible!r}")
+        self.reversible = reversible
+        self.store = None if store is None else get_store(store)
+        self.reference_share = check_share("reference_share", reference_share)
+        if max_references is not None and (
+            isinstance(max_references, bool)
+            or not isinstance(max_references, int)
+            or max_references < 1
+        ):
+            raise ConfigurationError(
+                f"max_references must be an integer >= 1 or None, got {max_references!r}"
+            )
+        self.max_references = max_references
+
+    def expand(self, result: CompressionResult) -> list[Message]:
+        """The original history of ``result``, from this compressor's store; raises
+        :class:`ctxfold.ExpandError` naming the ids the store lacks."""
+        from ._reversible import expand
+
+        done = expand(result, store=self.store)
+        if done.missing:
+            raise ExpandError(f"the store lacks {', '.join(done.missing)}")
+        return list(done.messages)
 
     def compress(
-        self, messages: Iterable[MessageLike], *, budget: int, counter: CounterSpec = None
+        self,
+        messages: Iterable[MessageLike],
+        *,
+        budget: int,
+        counter: CounterSpec = None,
+        reversible: bool | None = None,
     ) -> CompressionResult:
         """Return the history compressed to at most ``budget`` tokens.
 
         Raises :class:`BudgetError` when the content the strategy must keep cannot fit
         (unless its ``overflow`` option says otherwise); the input is never modified.
+        ``reversible`` overrides the compressor's own setting for this call (a chain
+        runs its steps with ``False`` and makes the whole reversible once).
         """
         started = time.perf_counter()
         msgs = as_messages(messages)
@@ -147,6 +205,15 @@ class BaseCompressor(ABC):
         grouping = group_units(msgs)
         before = cnt.count_messages(msgs)
         savings: Mapping[str, int] = {}
+        notes: tuple[str, ...] = ()
+        round_id: str | None = None
+        emit(
+            "compaction_started",
+            strategy=self.name,
+            messages=len(msgs),
+            tokens=before,
+            budget=budget,
+        )
         with run_usage() as usage:
             if before <= budget:
                 out: Sequence[Message] = msgs
@@ -154,6 +221,12 @@ class BaseCompressor(ABC):
                     Decision(i, "kept", "fits_budget", t, t, self.name)
                     for i, t in enumerate(cnt.count_message(m) for m in msgs)
                 ]
+            elif self.reversible if reversible is None else reversible:
+                from ._reversible import compress_reversibly
+
+                out, trace, savings, notes, round_id = compress_reversibly(
+                    self, msgs, budget=budget, counter=cnt, grouping=grouping
+                )
             else:
                 out, trace, savings = self._compress(
                     msgs, budget=budget, counter=cnt, grouping=grouping
@@ -176,17 +249,26 @@ class BaseCompressor(ABC):
             stats=stats,
             trace=tuple(trace),
             strategy=self.name,
-            warnings=grouping.warnings(),
+            warnings=grouping.warnings() + notes,
+            round_id=round_id,
         )
         _log(result)
+        emit("compaction_completed", result=result)
         return result
 
     async def acompress(
-        self, messages: Iterable[MessageLike], *, budget: int, counter: CounterSpec = None
+        self,
+        messages: Iterable[MessageLike],
+        *,
+        budget: int,
+        counter: CounterSpec = None,
+        reversible: bool | None = None,
     ) -> CompressionResult:
         """Async :meth:`compress` (run in a worker thread); same result."""
         msgs = as_messages(messages)
-        return await asyncio.to_thread(self.compress, msgs, budget=budget, counter=counter)
+        return await asyncio.to_thread(
+            self.compress, msgs, budget=budget, counter=counter, reversible=reversible
+        )
 
     @abstractmethod
     def _compress(

@@ -85,6 +85,10 @@ class HierarchicalCompressor(BaseCompressor):
         pin_roles: Iterable[str] = ("system", "developer"),
         cache: Any = None,
         overflow: Overflow = "error",
+        reversible: bool = False,
+        store: Any = None,
+        reference_share: float = 0.1,
+        max_references: int | None = 200,
     ) -> None:
         merged = dict(DEFAULT_WEIGHTS)
         for key, value in (weights or {}).items():
@@ -104,6 +108,12 @@ class HierarchicalCompressor(BaseCompressor):
         self.cache = check_cache(cache)
         check_choice("overflow", overflow, ("error", "best_effort"))
         self.overflow: Overflow = overflow
+        self.set_reversible(
+            reversible,
+            store=store,
+            reference_share=reference_share,
+            max_references=max_references,
+        )
 
     def score(
         self,

@@ -33,7 +33,15 @@ class HybridCompressor(BaseCompressor):
 
     name: ClassVar[str] = "hybrid"
 
-    def __init__(self, steps: Sequence[Any] | None = None) -> None:
+    def __init__(
+        self,
+        steps: Sequence[Any] | None = None,
+        *,
+        reversible: bool = False,
+        store: Any = None,
+        reference_share: float = 0.1,
+        max_references: int | None = 200,
+    ) -> None:
         from ._auto import AutoCompressor
         from ._registry import normalize
         from ._semantic import SemanticCompressor
@@ -54,6 +62,12 @@ class HybridCompressor(BaseCompressor):
         if not chain:
             raise ConfigurationError("a hybrid chain needs at least one step")
         self.steps: tuple[Compressor, ...] = tuple(chain)
+        self.set_reversible(
+            reversible,
+            store=store,
+            reference_share=reference_share,
+            max_references=max_references,
+        )
 
     def _compress(
         self,
@@ -73,7 +87,12 @@ class HybridCompressor(BaseCompressor):
                 break
             last = k == len(self.steps) - 1
             try:
-                result = step.compress(current, budget=budget, counter=counter)
+                if isinstance(step, BaseCompressor):  # the chain is made reversible once
+                    result = step.compress(
+                        current, budget=budget, counter=counter, reversible=False
+                    )
+                else:
+                    result = step.compress(current, budget=budget, counter=counter)
             except BudgetError:
                 if last:
                     raise

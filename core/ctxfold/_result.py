@@ -87,7 +87,9 @@ class CompressionResult:
 
     ``trace`` has one :class:`Decision` per input message, in input order.
     ``warnings`` notes irregularities carried through from the input (a tool call
-    without a result, a result without its call).
+    without a result, a result without its call) and a reversible compression that
+    found no room for its block. ``round_id`` is the id of the round in the verbatim
+    store when the result is reversible (:func:`ctxfold.expand` gives the input back).
     """
 
     messages: tuple[Message, ...]
@@ -95,6 +97,7 @@ class CompressionResult:
     trace: tuple[Decision, ...]
     strategy: str
     warnings: tuple[str, ...] = ()
+    round_id: str | None = None
 
     def to_openai(self) -> list[dict[str, Any]]:
         """The compressed messages as OpenAI chat dicts."""

@@ -57,6 +57,10 @@ class SemanticCompressor(BaseCompressor):
         pin_roles: Iterable[str] = ("system", "developer"),
         cache: Any = None,
         overflow: Overflow = "error",
+        reversible: bool = False,
+        store: Any = None,
+        reference_share: float = 0.1,
+        max_references: int | None = 200,
     ) -> None:
         from ._embed import get_embedder
 
@@ -79,6 +83,12 @@ class SemanticCompressor(BaseCompressor):
         self.cache = check_cache(cache)
         check_choice("overflow", overflow, ("error", "best_effort"))
         self.overflow: Overflow = overflow
+        self.set_reversible(
+            reversible,
+            store=store,
+            reference_share=reference_share,
+            max_references=max_references,
+        )
 
     def clusters(self, messages: Sequence[Message], units: Sequence[Unit]) -> list[list[Unit]]:
         """Groups of near-duplicate units (each in time order), singletons left out."""

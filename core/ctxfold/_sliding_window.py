@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from ._compressor import BaseCompressor, Overflow, check_choice, check_roles, overflow
 from ._messages import Message
@@ -39,6 +39,10 @@ class SlidingWindow(BaseCompressor):
         pin_roles: Iterable[str] = ("system", "developer"),
         keep_first: int = 0,
         overflow: Overflow = "error",
+        reversible: bool = False,
+        store: Any = None,
+        reference_share: float = 0.1,
+        max_references: int | None = 200,
     ) -> None:
         self.pin_roles = check_roles("pin_roles", pin_roles)
         if isinstance(keep_first, bool) or not isinstance(keep_first, int) or keep_first < 0:
@@ -46,6 +50,12 @@ class SlidingWindow(BaseCompressor):
         self.keep_first = keep_first
         check_choice("overflow", overflow, ("error", "best_effort"))
         self.overflow: Overflow = overflow
+        self.set_reversible(
+            reversible,
+            store=store,
+            reference_share=reference_share,
+            max_references=max_references,
+        )
 
     def _compress(
         self,

@@ -74,6 +74,10 @@ class SummarizingCompressor(BaseCompressor):
         pin_roles: Iterable[str] = ("system", "developer"),
         cache: Any = None,
         overflow: Overflow = "error",
+        reversible: bool = False,
+        store: Any = None,
+        reference_share: float = 0.1,
+        max_references: int | None = 200,
     ) -> None:
         self.summarizer: Summarizer = (
             ExtractiveSummarizer() if summarizer is None else as_summarizer(summarizer)
@@ -85,6 +89,12 @@ class SummarizingCompressor(BaseCompressor):
         self.cache = check_cache(cache)
         check_choice("overflow", overflow, ("error", "best_effort"))
         self.overflow: Overflow = overflow
+        self.set_reversible(
+            reversible,
+            store=store,
+            reference_share=reference_share,
+            max_references=max_references,
+        )
 
     def _compress(
         self,

@@ -10,6 +10,7 @@ from the built-in that callers already catch, so ``except ValueError`` keeps wor
     ├── MissingDependencyError (ImportError)  an optional extra is not installed
     ├── CacheError (RuntimeError)          a cache backend cannot be reached or used
     ├── CacheEntryError (TypeError)        a cache key or value has the wrong type
+    ├── ExpandError (LookupError)          an id the verbatim store does not hold
     └── SummarizerError (RuntimeError)     the summarizer failed or returned no text
 
 Messages say what went wrong and what to do about it.
@@ -23,6 +24,7 @@ __all__ = [
     "CacheError",
     "ConfigurationError",
     "CtxfoldError",
+    "ExpandError",
     "InvalidMessageError",
     "MissingDependencyError",
     "SummarizerError",
@@ -81,6 +83,11 @@ class CacheError(CtxfoldError, RuntimeError):
 class CacheEntryError(CtxfoldError, TypeError):
     """A cache key is not ``str`` or a value not ``bytes``; the message says how to
     convert it."""
+
+
+class ExpandError(CtxfoldError, LookupError):
+    """An ``[expand <id>]`` id the verbatim store does not hold (another store, or an
+    entry that was never written); the message names the ids."""
 
 
 class SummarizerError(CtxfoldError, RuntimeError):

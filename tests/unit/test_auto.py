@@ -40,7 +40,7 @@ def agent_history(n_steps: int = 30) -> list[Message]:
 def test_recent_and_task_stay_verbatim_and_the_rest_is_condensed_into_a_note():
     msgs = agent_history()
     budget = COUNTER.count_messages(msgs) // 5
-    r = AutoCompressor().compress(msgs, budget=budget, counter=COUNTER)
+    r = AutoCompressor(reversible=False).compress(msgs, budget=budget, counter=COUNTER)
     assert r.stats.tokens_after <= budget
     assert r.messages[0] == msgs[0] and r.messages[1] == msgs[1]  # system, task
     assert r.messages[-1] == msgs[-1]  # the newest unit
@@ -55,7 +55,7 @@ def test_recent_and_task_stay_verbatim_and_the_rest_is_condensed_into_a_note():
 def test_identifiers_of_folded_content_stay_findable():
     msgs = agent_history()
     budget = COUNTER.count_messages(msgs) // 10
-    r = AutoCompressor().compress(msgs, budget=budget, counter=COUNTER)
+    r = AutoCompressor(reversible=False).compress(msgs, budget=budget, counter=COUNTER)
     shown = "\n".join(m.text + " ".join(c.arguments for c in m.tool_calls) for m in r.messages)
     paths = [f"src/module_{k}/handler_{k}.py" for k in range(30)]
     found = sum(p in shown for p in paths)
@@ -130,8 +130,8 @@ def test_codebook_layers_encode_the_note_and_decode_exactly():
         )
     layers = Layers(codebook=True, path_aliases=True, static_codebook=True)
     budget = COUNTER.count_messages(msgs) // 4
-    plain = AutoCompressor().compress(msgs, budget=budget, counter=COUNTER)
-    coded = AutoCompressor(layers=layers).compress(msgs, budget=budget, counter=COUNTER)
+    plain = AutoCompressor(reversible=False).compress(msgs, budget=budget, counter=COUNTER)
+    coded = AutoCompressor(layers=layers, reversible=False).compress(msgs, budget=budget, counter=COUNTER)
     note = next(m for m in coded.messages if m.metadata.get("ctxfold"))
     book = note.metadata["ctxfold"]["codebook"]
     assert book and "[Codebook:" in note.text
@@ -304,7 +304,7 @@ def test_consecutive_folded_lines_of_one_speaker_share_a_tag():
         msgs.append(Message("user", text, name="Ann"))
         msgs.append(Message("assistant", "Okay, thanks!", name="Bob"))  # filler, never kept
     budget = COUNTER.count_messages(msgs) // 3
-    r = AutoCompressor().compress(msgs, budget=budget, counter=COUNTER)
+    r = AutoCompressor(reversible=False).compress(msgs, budget=budget, counter=COUNTER)
     note = next(m for m in r.messages if m.metadata.get("ctxfold")).text
     lines = note.splitlines()[1:]
     assert sum(ln.startswith("Ann: ") for ln in lines) == 1
@@ -320,6 +320,6 @@ def test_tool_results_keep_one_tag_each():
         msgs.append(Message("tool", body, tool_call_id=f"c{k}"))
     msgs += [Message("user", "Now summarize them in one line."), Message("assistant", "Done.")]
     budget = COUNTER.count_messages(msgs) // 3
-    r = AutoCompressor().compress(msgs, budget=budget, counter=COUNTER)
+    r = AutoCompressor(reversible=False).compress(msgs, budget=budget, counter=COUNTER)
     note = next(m for m in r.messages if m.metadata.get("ctxfold")).text
     assert note.count("tool result: ") == 3

@@ -1,0 +1,273 @@
+"""The verbatim store: every span a compressor removes, summarizes or rewrites, kept
+under a content-derived id so that it can always be given back.
+
+A store maps ids to ``bytes`` and never forgets or overwrites: an id is derived from
+its content, so writing it again is a no-op. :meth:`VerbatimStore.put_many` writes a
+batch atomically (one SQLite transaction, one Redis ``MULTI``/``EXEC``), so a crash
+cannot leave a compressed history whose markers point at nothing.
+
+Backends: :class:`MemoryStore` (the default, one per process), :class:`SQLiteStore`
+(a file: persistent, shared by the processes of one machine) and :class:`RedisStore`
+(shared by many machines; ``pip install 'ctxfold[redis]'``).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from ._cache import _Closing, _immediate, _import_redis, _redact, _sqlite_file
+from .exceptions import CacheError, ConfigurationError
+
+__all__ = ["MemoryStore", "RedisStore", "SQLiteStore", "VerbatimStore", "get_store"]
+
+_SQL_CHUNK = 500  # ids per IN (...) query
+
+
+@runtime_checkable
+class VerbatimStore(Protocol):
+    """Where originals live. This is a Protocol: any object with these methods works.
+
+    ``put_many`` stores a batch atomically and never overwrites an id that exists;
+    ``get_many`` returns the values in order, ``None`` for an unknown id.
+    """
+
+    def put_many(self, entries: Mapping[str, bytes]) -> None:
+        """Store every entry, all or none; existing ids keep their value."""
+        ...
+
+    def get_many(self, ids: Sequence[str]) -> list[bytes | None]:
+        """The values under ``ids``, in order (``None`` where unknown)."""
+        ...
+
+
+def _check_entries(entries: Mapping[str, bytes]) -> None:
+    for key, value in entries.items():
+        if not isinstance(key, str) or not key:
+            raise ConfigurationError(f"store ids must be non-empty strings, got {key!r}")
+        if not isinstance(value, bytes):
+            raise ConfigurationError(
+                f"store values must be bytes, got {type(value).__name__} for {key!r}"
+            )
+
+
+class MemoryStore:
+    """A dict behind a lock: the default store, for the life of the process."""
+
+    def __init__(self) -> None:
+        self._data: dict[str, bytes] = {}
+        self._lock = threading.Lock()
+
+    def put_many(self, entries: Mapping[str, bytes]) -> None:
+        """Store every entry; existing ids keep their value."""
+        _check_entries(entries)
+        with self._lock:
+            for key, value in entries.items():
+                self._data.setdefault(key, value)
+
+    def get_many(self, ids: Sequence[str]) -> list[bytes | None]:
+        """The values under ``ids``, in order (``None`` where unknown)."""
+        with self._lock:
+            return [self._data.get(i) for i in ids]
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._data)
+
+    def __repr__(self) -> str:
+        return f"MemoryStore({len(self)} entries)"
+
+
+class SQLiteStore(_Closing):
+    """A table in a SQLite file (WAL mode): persistent, and shared by the threads and
+    processes of one machine. A batch is one transaction. Use it as a context manager
+    or call :meth:`close`."""
+
+    def __init__(self, path: str | os.PathLike[str], *, table: str = "ctxfold_store") -> None:
+        self.path, self.table = _sqlite_file(path, table, "store")
+        self._lock = threading.Lock()
+        try:
+            conn = sqlite3.connect(
+                self.path, timeout=30.0, check_same_thread=False, isolation_level=None
+            )
+        except sqlite3.Error as exc:
+            raise ConfigurationError(f"cannot open the SQLite store {self.path!r}: {exc}") from None
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            with _immediate(conn):
+                conn.execute(
+                    f"CREATE TABLE IF NOT EXISTS {self.table} "
+                    "(id TEXT PRIMARY KEY, value BLOB NOT NULL)"
+                )
+        except sqlite3.Error as exc:
+            conn.close()
+            raise ConfigurationError(
+                f"cannot use {self.path!r} as a SQLite store: {exc}; give a new file or "
+                "one this store created"
+            ) from None
+        self._conn: sqlite3.Connection | None = conn
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise CacheError(f"the SQLite store {self.path!r} is closed; open a new one")
+        return self._conn
+
+    def put_many(self, entries: Mapping[str, bytes]) -> None:
+        """Store every entry in one transaction; existing ids keep their value."""
+        _check_entries(entries)
+        if not entries:
+            return
+        with self._lock:
+            conn = self._connection()
+            try:
+                with _immediate(conn):
+                    conn.executemany(
+                        f"INSERT OR IGNORE INTO {self.table} (id, value) VALUES (?, ?)",
+                        list(entries.items()),
+                    )
+            except sqlite3.Error as exc:
+                raise CacheError(
+                    f"the SQLite store {self.path!r} failed: {exc}; nothing of this batch "
+                    "was written; check that the file is writable and the disk not full"
+                ) from None
+
+    def get_many(self, ids: Sequence[str]) -> list[bytes | None]:
+        """The values under ``ids``, in order (``None`` where unknown)."""
+        ids = list(ids)
+        found: dict[str, bytes] = {}
+        with self._lock:
+            conn = self._connection()
+            try:
+                for start in range(0, len(ids), _SQL_CHUNK):
+                    chunk = ids[start : start + _SQL_CHUNK]
+                    marks = ",".join("?" * len(chunk))
+                    rows = conn.execute(
+                        f"SELECT id, value FROM {self.table} WHERE id IN ({marks})", chunk
+                    )
+                    found.update((k, bytes(v)) for k, v in rows)
+            except sqlite3.Error as exc:
+                raise CacheError(f"the SQLite store {self.path!r} failed: {exc}") from None
+        return [found.get(i) for i in ids]
+
+    def close(self) -> None:
+        """Close the connection (twice is harmless)."""
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore({self.path!r}, table={self.table!r})"
+
+
+class RedisStore(_Closing):
+    """Keys ``prefix + id`` in a Redis server, shared by every process and machine that
+    reaches it. A batch is one ``MULTI``/``EXEC`` of ``SET NX`` (all or none, never an
+    overwrite). Entries do not expire: configure the server without eviction
+    (``maxmemory-policy noeviction``) so nothing is lost."""
+
+    def __init__(
+        self,
+        url: str = "redis://127.0.0.1:6379/0",
+        *,
+        client: Any = None,
+        prefix: str = "ctxfold:store:",
+    ) -> None:
+        if not isinstance(prefix, str) or not prefix:
+            raise ConfigurationError(f"prefix must be a non-empty string, got {prefix!r}")
+        if not isinstance(url, str):
+            raise ConfigurationError(f"url must be a string, got {type(url).__name__}")
+        redis = _import_redis()
+        self._errors: tuple[type[BaseException], ...] = (redis.exceptions.RedisError,)
+        self.prefix = prefix
+        self._owns_client = client is None
+        if client is None:
+            try:
+                client = redis.Redis.from_url(url, socket_connect_timeout=5.0, socket_timeout=30.0)
+            except ValueError as exc:
+                raise ConfigurationError(
+                    f"invalid Redis URL {_redact(url)!r}: {exc}; use a form such as "
+                    "redis://127.0.0.1:6379/0"
+                ) from None
+        self.url = url
+        self._client = client
+        self._call(client.ping)
+
+    def _call(self, func: Any, *args: Any) -> Any:
+        try:
+            return func(*args)
+        except self._errors as exc:
+            raise CacheError(
+                f"the Redis store at {_redact(self.url)} failed: {exc}; check that the "
+                "server runs (redis-server --port 6379 --bind 127.0.0.1) and the URL"
+            ) from None
+
+    def put_many(self, entries: Mapping[str, bytes]) -> None:
+        """Store every entry in one transaction; existing ids keep their value."""
+        _check_entries(entries)
+        if not entries:
+            return
+        pipe = self._client.pipeline(transaction=True)
+        for key, value in entries.items():
+            pipe.set(self.prefix + key, value, nx=True)
+        self._call(pipe.execute)
+
+    def get_many(self, ids: Sequence[str]) -> list[bytes | None]:
+        """The values under ``ids``, in order (``None`` where unknown)."""
+        ids = list(ids)
+        if not ids:
+            return []
+        values = self._call(self._client.mget, [self.prefix + i for i in ids])
+        return [None if v is None else bytes(v) for v in values]
+
+    def close(self) -> None:
+        """Release the connection pool this store created (not a client passed in)."""
+        if self._owns_client:
+            self._client.close()
+
+    def __repr__(self) -> str:
+        return f"RedisStore({_redact(self.url)!r}, prefix={self.prefix!r})"
+
+
+_default_lock = threading.Lock()
+_default_store: MemoryStore | None = None
+_FORMS = (
+    "None (the process's memory store), 'memory', 'sqlite:///path.db' (or a path "
+    "ending in .db), 'redis://host:6379/0', or an object with put_many and get_many"
+)
+
+
+def get_store(spec: VerbatimStore | str | os.PathLike[str] | None = None) -> VerbatimStore:
+    """Resolve a store spec: ``None`` (one shared in-memory store per process),
+    ``"memory"`` (a new one), ``"sqlite:///path.db"`` / a ``.db`` path, a Redis URL,
+    or any :class:`VerbatimStore`."""
+    global _default_store
+    if spec is None:
+        with _default_lock:
+            if _default_store is None:
+                _default_store = MemoryStore()
+            return _default_store
+    if isinstance(spec, os.PathLike):
+        spec = os.fspath(spec)
+    if isinstance(spec, str):
+        text = spec.strip()
+        low = text.lower()
+        if low == "memory":
+            return MemoryStore()
+        if low.startswith(("redis://", "rediss://", "unix://")):
+            return RedisStore(text)
+        if low.startswith("sqlite:"):
+            path = text[len("sqlite://") :] if low.startswith("sqlite://") else text[7:]
+            if not path:
+                raise ConfigurationError(f"store spec {spec!r} names no file; use {_FORMS}")
+            return SQLiteStore(path)
+        if low.endswith((".db", ".sqlite", ".sqlite3")) and "://" not in text:
+            return SQLiteStore(text)
+        raise ConfigurationError(f"unknown store spec {spec!r}; use {_FORMS}")
+    if isinstance(spec, VerbatimStore):
+        return spec
+    raise ConfigurationError(f"store must be {_FORMS}; got {type(spec).__name__}")
