@@ -131,7 +131,9 @@ def test_codebook_layers_encode_the_note_and_decode_exactly():
     layers = Layers(codebook=True, path_aliases=True, static_codebook=True)
     budget = COUNTER.count_messages(msgs) // 4
     plain = AutoCompressor(reversible=False).compress(msgs, budget=budget, counter=COUNTER)
-    coded = AutoCompressor(layers=layers, reversible=False).compress(msgs, budget=budget, counter=COUNTER)
+    coded = AutoCompressor(layers=layers, reversible=False).compress(
+        msgs, budget=budget, counter=COUNTER
+    )
     note = next(m for m in coded.messages if m.metadata.get("ctxfold"))
     book = note.metadata["ctxfold"]["codebook"]
     assert book and "[Codebook:" in note.text
