@@ -245,7 +245,7 @@ class AutoCompressor(BaseCompressor):
         note_role: str = "system",
         cache: Any = None,
         overflow: Overflow = "error",
-        reversible: bool = True,
+        reversible: bool = False,
         store: Any = None,
         reference_share: float = 0.1,
         max_references: int | None = 200,

@@ -43,7 +43,7 @@ __all__ = ["Expansion", "expand", "marker", "uncompress"]
 _ID_LENGTHS = (10, 16, 64)  # a longer id only when a shorter one is taken by other content
 _MARKER = re.compile(r"\[expand ([0-9a-f]{10,64})\]")
 _ROUND = re.compile(r"\[ctxfold round ([0-9a-f]{10,64})\]")
-_FIXED_RESERVE = 40  # tokens first set aside for the block's header and a few markers
+_FIXED_RESERVE = 28  # tokens first set aside for the block's header and a few markers
 _MIN_BLOCK = 16  # the bare round tag as a message
 _MAX_TRIES = 5
 _NO_ROOM = (
@@ -261,10 +261,7 @@ def _mark(
             "out": [m.fingerprint for m in marked],
         }
     )
-    head = (
-        f"[ctxfold round {round_id}] {len(messages)} messages compressed to {len(marked)}; "
-        "[expand <id>] marks text stored in full: expand(id) reads it."
-    )
+    head = f"[ctxfold round {round_id}] expand(id) gives the full text of any [expand <id>]."
     lines = [head]
     if omitted:
         span = batch.add({"k": "span", "m": [msg_ids[i] for i in sorted(omitted)]})

@@ -31,7 +31,7 @@ MARKER = re.compile(r"\[expand ([0-9a-f]{10,64})\]")
 def strategies(store: object) -> dict[str, ctxfold.BaseCompressor]:
     opts = {"reversible": True, "store": store}
     return {
-        "auto": ctxfold.AutoCompressor(store=store),
+        "auto": ctxfold.AutoCompressor(reversible=True, store=store),
         "sliding_window": SlidingWindow(overflow="best_effort", **opts),
         "summarize": SummarizingCompressor(
             summarizer=FakeSummarizer(), cache=False, overflow="best_effort", **opts
@@ -119,7 +119,7 @@ def test_the_block_carries_the_round_the_omitted_span_and_references_within_its_
 def test_nested_rounds_expand_back_to_the_very_first_history():
     msgs = next(m for name, m in example_conversations() if "sqlfluff" in name)
     store = MemoryStore()
-    auto = ctxfold.AutoCompressor(store=store)
+    auto = ctxfold.AutoCompressor(reversible=True, store=store)
     first = auto.compress(msgs[:60], budget=2500, counter=COUNTER)
     grown = [*first.messages, *msgs[60:]]
     second = auto.compress(grown, budget=2500, counter=COUNTER)
@@ -131,7 +131,7 @@ def test_nested_rounds_expand_back_to_the_very_first_history():
 
 def test_missing_entries_are_reported_not_hidden():
     msgs = next(m for name, m in example_conversations() if "sqlfluff" in name)
-    result = ctxfold.AutoCompressor(store=MemoryStore()).compress(
+    result = ctxfold.AutoCompressor(reversible=True, store=MemoryStore()).compress(
         msgs, budget=3000, counter=COUNTER
     )
     elsewhere = ctxfold.expand(result, store=MemoryStore())
@@ -142,20 +142,20 @@ def test_missing_entries_are_reported_not_hidden():
     with pytest.raises(ExpandError, match="nothing is stored"):
         ctxfold.expand("0123456789", store=MemoryStore())
     with pytest.raises(ExpandError):
-        ctxfold.AutoCompressor(store=MemoryStore()).expand(result)
+        ctxfold.AutoCompressor(reversible=True, store=MemoryStore()).expand(result)
 
 
 def test_a_history_that_fits_is_not_touched_and_writes_nothing():
     store = MemoryStore()
     msgs = [Message("user", "hi"), Message("assistant", "hello")]
-    result = ctxfold.AutoCompressor(store=store).compress(msgs, budget=1000)
+    result = ctxfold.AutoCompressor(reversible=True, store=store).compress(msgs, budget=1000)
     assert list(result.messages) == msgs and len(store) == 0
 
 
 def test_the_same_history_twice_stores_each_original_once():
     msgs = next(m for name, m in example_conversations() if "sqlfluff" in name)
     store = MemoryStore()
-    auto = ctxfold.AutoCompressor(store=store)
+    auto = ctxfold.AutoCompressor(reversible=True, store=store)
     a = auto.compress(msgs, budget=3000, counter=COUNTER)
     size = len(store)
     b = auto.compress(msgs, budget=3000, counter=COUNTER)
@@ -171,7 +171,7 @@ def test_reversible_off_leaves_no_markers():
     with pytest.raises(ctxfold.ConfigurationError, match="reversible"):
         ctxfold.AutoCompressor(reversible="yes")  # type: ignore[arg-type]
     with pytest.raises(ctxfold.ConfigurationError, match="store"):
-        ctxfold.AutoCompressor(store="ftp://nowhere")
+        ctxfold.AutoCompressor(reversible=True, store="ftp://nowhere")
 
 
 # ------------------------------------------------------------------------ backends
@@ -181,7 +181,7 @@ def test_sqlite_store_persists_and_serves_another_process(tmp_path):
     path = tmp_path / "store.db"
     msgs = next(m for name, m in example_conversations() if "sqlfluff" in name)
     with SQLiteStore(path) as store:
-        result = ctxfold.AutoCompressor(store=store).compress(msgs, budget=3000)
+        result = ctxfold.AutoCompressor(reversible=True, store=store).compress(msgs, budget=3000)
     with SQLiteStore(path) as reopened:
         back = ctxfold.expand(result, store=reopened)
         assert back.complete and list(back.messages) == msgs
@@ -204,7 +204,7 @@ def test_redis_store_round_trip(redis_url, redis_prefix):
     assert isinstance(ctxfold.get_store(redis_url), ctxfold.RedisStore)
     store = ctxfold.RedisStore(redis_url, prefix=redis_prefix)
     msgs = next(m for name, m in example_conversations() if "sqlfluff" in name)
-    result = ctxfold.AutoCompressor(store=store).compress(msgs, budget=3000)
+    result = ctxfold.AutoCompressor(reversible=True, store=store).compress(msgs, budget=3000)
     back = ctxfold.expand(result, store=ctxfold.RedisStore(redis_url, prefix=redis_prefix))
     assert back.complete and list(back.messages) == msgs
     store.put_many({"k-redis-test": b"1"})
