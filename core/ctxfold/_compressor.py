@@ -156,6 +156,7 @@ class BaseCompressor(ABC):
         what the model no longer sees in full within ``reference_share`` of the budget
         (at most ``max_references``). :func:`ctxfold.expand` gives back the original.
         """
+        from ._references import check_max_references
         from ._store import get_store
 
         if not isinstance(reversible, bool):
@@ -163,15 +164,7 @@ class BaseCompressor(ABC):
         self.reversible = reversible
         self.store = None if store is None else get_store(store)
         self.reference_share = check_share("reference_share", reference_share)
-        if max_references is not None and (
-            isinstance(max_references, bool)
-            or not isinstance(max_references, int)
-            or max_references < 1
-        ):
-            raise ConfigurationError(
-                f"max_references must be an integer >= 1 or None, got {max_references!r}"
-            )
-        self.max_references = max_references
+        self.max_references = check_max_references(max_references)
 
     def expand(self, result: CompressionResult) -> list[Message]:
         """The original history of ``result``, from this compressor's store; raises

@@ -820,6 +820,13 @@ def _words(text: str) -> frozenset[str]:
     return frozenset(w.lower() for w in _WORD.findall(text) if len(w) > 2 or w.isdigit())
 
 
+def check_max_references(value: object) -> int | None:
+    """A ``max_references`` option: an integer >= 1, or ``None`` for no cap."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ConfigurationError(f"max_references must be an integer >= 1 or None, got {value!r}")
+    return value
+
+
 class ReferenceIndex:
     """References deduplicated by ``(type, value)``, queryable by type, text and id.
 
@@ -834,15 +841,7 @@ class ReferenceIndex:
     def __init__(
         self, references: Iterable[Reference] = (), *, max_references: int | None = None
     ) -> None:
-        if max_references is not None and (
-            isinstance(max_references, bool)
-            or not isinstance(max_references, int)
-            or max_references < 1
-        ):
-            raise ConfigurationError(
-                f"max_references must be an integer >= 1 or None, got {max_references!r}"
-            )
-        self.max_references = max_references
+        self.max_references = check_max_references(max_references)
         self._by_key: dict[tuple[str, str], Reference] = {}
         self._by_id: dict[str, Reference] = {}
         for ref in references:
