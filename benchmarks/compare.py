@@ -157,6 +157,12 @@ def contextpress_method() -> Method | None:
 # ------------------------------------------------------------------------ scoring
 
 
+def budget_for(msgs: list[Message], fraction: float) -> int:
+    """The benchmark budget: the system prompt plus ``fraction`` of the other tokens."""
+    system = sum(ENC.count_message(m) for m in msgs if m.role in ("system", "developer"))
+    return int(system + 3 + fraction * (ENC.count_messages(msgs) - system - 3))
+
+
 def evaluate(
     records: list[dict[str, Any]], method: Method, fraction: float, repeat: int
 ) -> dict[str, Any]:
@@ -166,9 +172,8 @@ def evaluate(
     for rec in records:
         raw = rec["messages"]
         msgs = from_openai(raw)
-        system = sum(ENC.count_message(m) for m in msgs if m.role in ("system", "developer"))
         total = ENC.count_messages(msgs)
-        budget = int(system + 3 + fraction * (total - system - 3))
+        budget = budget_for(msgs, fraction)
         runs = [method(raw, budget) for _ in range(repeat)]
         out = runs[0][0]
         times.append(statistics.median(r[1] for r in runs) * 1000)

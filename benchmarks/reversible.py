@@ -31,7 +31,7 @@ from ctxfold import TiktokenCounter, from_openai, to_openai
 from ctxfold.testing import find_data_dir
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from compare import ENC, text_of, trim_messages_method
+from compare import ENC, budget_for, evaluate, text_of, trim_messages_method
 
 
 def run(records: list[dict[str, Any]], fraction: float, reversible: bool) -> dict[str, Any]:
@@ -40,8 +40,7 @@ def run(records: list[dict[str, Any]], fraction: float, reversible: bool) -> dic
     times: list[float] = []
     for rec in records:
         msgs = from_openai(rec["messages"])
-        system = sum(ENC.count_message(m) for m in msgs if m.role in ("system", "developer"))
-        budget = int(system + 3 + fraction * (ENC.count_messages(msgs) - system - 3))
+        budget = budget_for(msgs, fraction)
         ctxfold.clear_caches()
         store = ctxfold.MemoryStore()
         compressor = ctxfold.AutoCompressor(reversible=reversible, store=store)
@@ -108,8 +107,6 @@ def main(argv: list[str] | None = None) -> int:
                 "auto (reversible=False)": run(records, fraction, False),
             }
             if trim is not None:
-                from compare import evaluate
-
                 r = evaluate(records, trim, fraction, 1)
                 rows["langchain trim_messages"] = {
                     "ids": r["ids"],

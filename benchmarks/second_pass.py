@@ -39,7 +39,8 @@ import ctxfold
 from ctxfold import Cache, Compressor, Message, TiktokenCounter, from_openai
 from ctxfold.testing import find_data_dir
 
-ENC = TiktokenCounter("o200k_base")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from compare import ENC, budget_for
 
 Factory = Callable[[Cache], Compressor]
 
@@ -64,12 +65,6 @@ STRATEGIES: dict[str, Factory] = {
 }
 KEYS = ("summarizer_calls", "summarizer_tokens", "embedder_calls", "embedder_texts")
 PASSES = ("cold", "again", "next turn")
-
-
-def budget_for(msgs: list[Message], fraction: float) -> int:
-    system = sum(ENC.count_message(m) for m in msgs if m.role in ("system", "developer"))
-    total = ENC.count_messages(msgs)
-    return int(system + 3 + fraction * (total - system - 3))
 
 
 def next_turn(raw: list[dict[str, Any]]) -> list[Message]:

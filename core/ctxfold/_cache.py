@@ -252,7 +252,22 @@ def _immediate(conn: sqlite3.Connection) -> Iterator[None]:
     conn.execute("COMMIT")
 
 
-class SQLiteBackend(_Closing):
+class _SQLiteFile(_Closing):
+    """A SQLite connection behind a lock (``_conn``, ``_lock``), closed once."""
+
+    _conn: sqlite3.Connection | None
+    _lock: threading.Lock
+
+    def close(self) -> None:
+        """Close the file. Further use raises :class:`~ctxfold.CacheError`; closing twice
+        is harmless."""
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+
+class SQLiteBackend(_SQLiteFile):
     """An LRU kept in a SQLite file: persistent, and shared by the threads and processes
     of one machine.
 
@@ -427,14 +442,6 @@ class SQLiteBackend(_Closing):
             except sqlite3.Error as exc:
                 raise self._fail(exc) from None
         return int(row[0])
-
-    def close(self) -> None:
-        """Close the file. Further use raises :class:`~ctxfold.CacheError`; closing twice
-        is harmless."""
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
 
     def __repr__(self) -> str:
         return f"SQLiteBackend({self.path!r}, max_entries={self.max_entries}, table={self.table!r})"

@@ -19,7 +19,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from ._cache import _Closing, _immediate, _import_redis, _redact, _sqlite_file
+from ._cache import _Closing, _immediate, _import_redis, _redact, _sqlite_file, _SQLiteFile
 from .exceptions import CacheError, ConfigurationError
 
 __all__ = ["MemoryStore", "RedisStore", "SQLiteStore", "VerbatimStore", "get_store"]
@@ -81,7 +81,7 @@ class MemoryStore:
         return f"MemoryStore({len(self)} entries)"
 
 
-class SQLiteStore(_Closing):
+class SQLiteStore(_SQLiteFile):
     """A table in a SQLite file (WAL mode): persistent, and shared by the threads and
     processes of one machine. A batch is one transaction. Use it as a context manager
     or call :meth:`close`."""
@@ -152,13 +152,6 @@ class SQLiteStore(_Closing):
             except sqlite3.Error as exc:
                 raise CacheError(f"the SQLite store {self.path!r} failed: {exc}") from None
         return [found.get(i) for i in ids]
-
-    def close(self) -> None:
-        """Close the connection (twice is harmless)."""
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
 
     def __repr__(self) -> str:
         return f"SQLiteStore({self.path!r}, table={self.table!r})"

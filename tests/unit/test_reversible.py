@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 
 import pytest
@@ -220,4 +219,3 @@ def test_store_specs():
         ctxfold.get_store("postgres://x")
     with pytest.raises(ctxfold.ConfigurationError, match="store must be"):
         ctxfold.get_store(42)  # type: ignore[arg-type]
-    assert os.environ.get("CTXFOLD_TEST_NOTHING") is None
