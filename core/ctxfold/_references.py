@@ -17,7 +17,7 @@ import math
 import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import lru_cache
 from types import MappingProxyType
 from typing import Any
@@ -597,11 +597,12 @@ def extract_identifiers(text: str) -> Iterator[Found]:
     hashes; kind ``id``), dates (``date``), dotted, snake_case and camelCase names
     (``name``) such as ``sys.argv`` or ``pv_transform_time``, and the short code-like
     string values of a JSON document (``"PUNERT"``; kind ``value``)."""
-    for kind, value, start, _ in _identifiers(text):
+    strings = json_strings(text) if text.lstrip()[:1] in ("{", "[") else text
+    for kind, value, start, _ in _identifiers(strings):
         sub = _NAME_KINDS.get(kind)
-        if sub is not None:
-            yield value, sub, start
-    if text.lstrip()[:1] in ("{", "["):  # JSON: short code-like values are ids too
+        if sub is not None:  # in JSON, the values' names only: the keys are schema
+            yield value, sub, start if strings is text else text.find(value)
+    if strings is not text:  # JSON: short code-like values are ids too
         for _, value in json_values(text):
             yield value, "value", text.find(value)
 
@@ -733,6 +734,12 @@ def _findings(text: str, version: int) -> tuple[tuple[str, str, str, str], ...]:
             out.append((type_, value, kind, context))
     typed = {value for type_, value, _, _ in out if type_ != "identifier"}
     return tuple(f for f in out if f[0] != "identifier" or f[1] not in typed)
+
+
+def clear_findings() -> None:
+    """Forget the references found in texts so far (they are cached by text)."""
+    _findings.cache_clear()
+    _identifiers.cache_clear()
 
 
 def _tool_call_findings(m: Message) -> Iterator[tuple[str, str, str, str]]:
@@ -871,8 +878,11 @@ class ReferenceIndex:
 
     def add_messages(self, messages: Sequence[Message], *, start: int = 0) -> None:
         """Extract and add the references of ``messages`` (indexes from ``start``)."""
+        by_key = self._by_key
         for i, type_, value, kind, context in extract(messages, start=start):
-            self.add(Reference(reference_id(type_, value), type_, value, kind, context, i, i, i))
+            old = by_key.get((type_, value))
+            ref_id = reference_id(type_, value) if old is None else old.id
+            self.add(Reference(ref_id, type_, value, kind, context, i, i, i))
 
     def add(self, ref: Reference) -> Reference:
         """Add ``ref``, merged with an earlier sighting of the same type and value."""
@@ -882,13 +892,17 @@ class ReferenceIndex:
             self._by_key[key] = self._by_id[ref.id] = ref
             emit("reference_extracted", reference=ref)
             return ref
-        merged = replace(
-            old,
-            kind=old.kind if _kind_rank(old.kind) >= _kind_rank(ref.kind) else ref.kind,
-            first_seen=min(old.first_seen, ref.first_seen),
-            last_seen=max(old.last_seen, ref.last_seen),
-            count=old.count + ref.count,
-            context=old.context or ref.context,
+        merged = Reference(  # the constructor: dataclasses.replace is ten times slower
+            old.id,
+            old.type,
+            old.value,
+            old.kind if _kind_rank(old.kind) >= _kind_rank(ref.kind) else ref.kind,
+            old.context or ref.context,
+            old.source,
+            min(old.first_seen, ref.first_seen),
+            max(old.last_seen, ref.last_seen),
+            old.count + ref.count,
+            old.relevance,
         )
         self._by_key[key] = self._by_id[ref.id] = merged
         emit("reference_deduplicated", reference=merged, duplicate=ref)
@@ -960,7 +974,10 @@ class ReferenceIndex:
             rel += 1.0 * min(len(words & recent_words), 3) / 3
             rel += 0.4 * math.log1p(r.count)
             rel += 0.8 * max(r.last_seen, 0) / span
-            scored = replace(r, relevance=round(rel, 6))
+            scored = Reference(
+                *(r.id, r.type, r.value, r.kind, r.context),
+                *(r.source, r.first_seen, r.last_seen, r.count, round(rel, 6)),
+            )
             self._by_key[(r.type, r.value)] = self._by_id[r.id] = scored
         if self.max_references is not None and len(self._by_key) > self.max_references:
             keep = self.top(self.max_references)

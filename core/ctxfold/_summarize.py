@@ -416,10 +416,9 @@ def render(
     piece: Piece, segments: Sequence[str], chosen: Sequence[bool], *, marks: bool = True
 ) -> str:
     """The piece with unchosen segments elided: ``...`` in prose, a line count in lines.
-    Without ``marks``, prose gaps are left unmarked (the note says text was cut)."""
+    Without ``marks``, gaps are left unmarked (the note says text was cut)."""
     out: list[str] = []
     gap = 0
-    marks = marks or piece.mode == "lines"
     for seg, keep in zip(segments, chosen, strict=True):
         if keep:
             if gap and marks:

@@ -211,6 +211,12 @@ CASES = [
         {"PUNERT": "value"},
         ["economy"],
     ),
+    (  # in JSON the keys are schema: only the values' names are references
+        "identifier",
+        '{"first_name": "Ivan", "payment_id": "credit_card_9659780", "flight_type": "one_way"}',
+        {"credit_card_9659780": None, "one_way": None},
+        ["first_name", "payment_id", "flight_type"],
+    ),
 ]
 
 
