@@ -1,4 +1,5 @@
-"""ctxfold for LangChain: conversion between LangChain messages and ctxfold's.
+"""ctxfold for LangChain: conversion between LangChain messages and ctxfold's, and the
+expand tool.
 
 Needs ``pip install 'ctxfold[langchain]'``. No compression logic lives here: the
 wrapper converts, delegates to :mod:`ctxfold`, and converts back.
@@ -14,5 +15,6 @@ except ImportError:  # pragma: no cover - exercised without the extra installed
     raise MissingDependencyError("langchain_ctx", "langchain-core", "langchain") from None
 
 from ._convert import from_langchain, to_langchain
+from ._tools import expand_tool
 
-__all__ = ["from_langchain", "to_langchain"]
+__all__ = ["expand_tool", "from_langchain", "to_langchain"]

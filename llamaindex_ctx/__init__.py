@@ -1,4 +1,5 @@
-"""ctxfold for LlamaIndex: conversion between LlamaIndex chat messages and ctxfold's.
+"""ctxfold for LlamaIndex: conversion between LlamaIndex chat messages and ctxfold's,
+and the expand tool.
 
 Needs ``pip install 'ctxfold[llamaindex]'``. No compression logic lives here: the
 wrapper converts, delegates to :mod:`ctxfold`, and converts back.
@@ -14,5 +15,6 @@ except ImportError:  # pragma: no cover - exercised without the extra installed
     raise MissingDependencyError("llamaindex_ctx", "llama-index-core", "llamaindex") from None
 
 from ._convert import from_llamaindex, to_llamaindex
+from ._tools import expand_tool
 
-__all__ = ["from_llamaindex", "to_llamaindex"]
+__all__ = ["expand_tool", "from_llamaindex", "to_llamaindex"]

@@ -69,10 +69,18 @@ from ._result import CompressionResult, CompressionStats, Decision
 from ._reversible import Expansion, expand, uncompress
 from ._semantic import SemanticCompressor
 from ._sliding_window import SlidingWindow
-from ._store import MemoryStore, RedisStore, SQLiteStore, VerbatimStore, get_store
+from ._store import (
+    DEFAULT_MAX_BYTES,
+    MemoryStore,
+    RedisStore,
+    SQLiteStore,
+    VerbatimStore,
+    get_store,
+)
 from ._summarize import ExtractiveSummarizer, Summarizer
 from ._summarizing import SummarizingCompressor
 from ._tokens import ApproxCounter, CallableCounter, TiktokenCounter, TokenCounter, get_counter
+from ._tool import ExpandTool, expand_tool
 from ._units import Grouping, Unit, group_units
 from .exceptions import (
     BudgetError,
@@ -89,6 +97,7 @@ from .exceptions import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "DEFAULT_MAX_BYTES",
     "DEFAULT_WEIGHTS",
     "EVENTS",
     "PROFILES",
@@ -116,6 +125,7 @@ __all__ = [
     "Embedder",
     "Event",
     "ExpandError",
+    "ExpandTool",
     "Expansion",
     "ExtractiveSummarizer",
     "FormatAdapter",
@@ -156,6 +166,7 @@ __all__ = [
     "compress",
     "decode",
     "expand",
+    "expand_tool",
     "extractors",
     "from_anthropic",
     "from_openai",

@@ -44,7 +44,7 @@ from ._layers import (
 )
 from ._messages import ROLES, Message, ToolCall
 from ._models import as_summarizer, speaker_tag, summarize, transcript
-from ._result import NOTE_KEY, Action, Decision
+from ._result import NOTE_KEY, Action, Decision, earlier, note_message
 from ._summarize import _ALL as _ALL_FLAGS
 from ._summarize import (
     FILLER,
@@ -142,8 +142,12 @@ _ANALYSES = _LRU(5_000)
 
 
 def clear_caches() -> None:
-    """Forget the cached analyses of messages (for cold timings, or to free memory)."""
+    """Forget the cached analyses of messages and the references found in texts (for
+    cold timings, or to free memory)."""
+    from ._references import clear_findings
+
     _ANALYSES.clear()
+    clear_findings()
 
 
 @dataclass
@@ -228,16 +232,23 @@ class AutoCompressor(BaseCompressor):
         note_role: the role of the note that lists folded identifiers.
         overflow: ``"error"`` raises :class:`~ctxfold.BudgetError` when pinned
             messages alone exceed the budget; ``"best_effort"`` returns them anyway.
+        reversible: on by default: every original goes to ``store`` and the note
+            names the round (``[ctxfold round <id>: ...]``), so
+            :func:`ctxfold.expand` gives the input back and the model can read any
+            original with :func:`ctxfold.expand_tool`. ``False`` for a plain result.
+        store, reference_share, max_references: see
+            :meth:`~ctxfold.BaseCompressor.set_reversible`.
     """
 
     name: ClassVar[str] = "auto"
+    lists_identifiers = True
 
     def __init__(
         self,
         *,
         recent_share: float | None = None,
         task_share: float = 0.25,
-        digest_share: float = 0.5,
+        digest_share: float = 0.65,
         layers: Layers | None = None,
         adapters: Sequence[FormatAdapter] | None = None,
         summarizer: Any = None,
@@ -245,7 +256,7 @@ class AutoCompressor(BaseCompressor):
         note_role: str = "system",
         cache: Any = None,
         overflow: Overflow = "error",
-        reversible: bool = False,
+        reversible: bool = True,
         store: Any = None,
         reference_share: float = 0.1,
         max_references: int | None = 200,
@@ -397,13 +408,14 @@ class AutoCompressor(BaseCompressor):
         self._select(items, plans, avail - used, chosen_ids, self.digest_share * avail)
 
         topped_up = False
+        free_room = budget - pinned_cost  # a result within 3% of it is full enough
         while True:
-            for _ in range(6):
+            for attempt in range(6):
                 out, trace, note_at = self._assemble(
                     messages, tokens, counter, old_units, plans, pinned, verbatim, pool, chosen_ids
                 )
                 total = counter.count_messages(out)
-                if total <= budget and (topped_up or total >= 0.97 * budget):
+                if total <= budget and (topped_up or budget - total <= 0.03 * free_room):
                     return _Fitted(out, trace, note_at, plans)
                 if total <= budget:  # estimates ran low: fill the room left, once
                     topped_up = True
@@ -413,13 +425,16 @@ class AutoCompressor(BaseCompressor):
                         plans,
                         (budget - total) * 0.9,
                         chosen_ids,
-                        (budget - total) * self.digest_share,
+                        (budget - total) * 0.9,  # room no sentence fits goes to ids
                         top_up=True,
                     )
                     continue
-                if topped_up:  # the top-up overshot: the fitting result stands
-                    return best
-                if not self._trim(items, plans, chosen_ids, (total - budget) * 1.15 + 2):
+                excess = (total - budget) * 1.15 + 2
+                if topped_up:  # the top-up overshot: give back the least valuable picks
+                    if attempt == 5 or not self._trim(items, plans, chosen_ids, excess):
+                        return best  # or let the fitting result stand
+                    continue
+                if not self._trim(items, plans, chosen_ids, excess):
                     break
             if not verbatim:
                 break
@@ -671,7 +686,9 @@ class AutoCompressor(BaseCompressor):
         order = 0
         for k, (ident, weight) in enumerate(pool):
             cost = (len(ident) + 2) / 3.2
-            items.append(_Item(-weight * 0.5, order, cost, _ID_ITEM, 0, k))
+            items.append(
+                _Item(-weight * 0.5 * (4.0 / max(cost, 4.0)) ** 0.5, order, cost, _ID_ITEM, 0, k)
+            )
             order += 1
         for i in old_idx:
             p = plans[i]
@@ -781,7 +798,10 @@ class AutoCompressor(BaseCompressor):
     # ----------------------------------------------------------------- assembling
 
     def _condensed(self, p: _Plan) -> str:
-        """The chosen parts of a message, for the note."""
+        """The chosen parts of a message, for the note (nothing for a copy of a later
+        message: in the note, a pointer to it says nothing)."""
+        if p.deduplicated:
+            return ""
         parts: list[str] = []
         for pi, piece in enumerate(p.pieces):
             segs, chosen = p.segments[pi], p.chosen[pi]
@@ -900,19 +920,15 @@ class AutoCompressor(BaseCompressor):
         counter: TokenCounter,
         summarized: bool = False,
     ) -> Message:
-        plural = "s" if folded != 1 else ""
-        head = (
-            f"[ctxfold: {folded} earlier message{plural} summarized]"
-            if summarized
-            else f"[ctxfold: {folded} earlier message{plural} condensed to "
-            "their key sentences and lines]"
-        )
+        how = "summarized" if summarized else "condensed"
         in_shown = _lookup(shown, len(candidates))
         listed = list(dict.fromkeys(v for v in candidates if v not in in_shown))
+        joined = "\n".join(listed)  # a value inside another listed one is found there
+        listed = [v for v in listed if joined.count(v) == 1]
         body = list(lines)
         if listed:
             body.append("Also mentioned: " + ", ".join(listed))
-        meta: dict[str, Any] = {"kind": "note", "folded": folded, "listed": candidates}
+        meta: dict[str, Any] = {"folded": folded, "listed": candidates}
         text = "\n".join(body)
         layers = self.layers
         if text and (layers.codebook or layers.static_codebook or layers.path_aliases):
@@ -930,9 +946,7 @@ class AutoCompressor(BaseCompressor):
                 meta["codebook"] = {k: book.entries[k] for k in sorted(used)}
                 meta["codebook_saved"] = saved
                 text = header + "\n" + encoded
-        return Message(
-            self.note_role, head + ("\n" + text if text else ""), metadata={NOTE_KEY: meta}
-        )
+        return note_message(self.note_role, "note", f"{earlier(folded)} {how}", text, **meta)
 
     # ---------------------------------------------------------------------- digest
 

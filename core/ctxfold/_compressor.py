@@ -138,6 +138,10 @@ class BaseCompressor(ABC):
     store: Any = None
     reference_share: float = 0.1
     max_references: int | None = 200
+    #: Whether the strategy's output lists the identifiers of what it folds (``auto``'s
+    #: note does): a reversible round then adds no references of its own (the note's
+    #: list is them) and reserves room only for the round's name.
+    lists_identifiers: bool = False
 
     def set_reversible(
         self,
@@ -149,12 +153,15 @@ class BaseCompressor(ABC):
     ) -> None:
         """Configure reversible compaction (every strategy's constructor takes these).
 
-        With ``reversible``, every original a round removes or rewrites goes to
-        ``store`` (``None``: the process's memory store; ``"sqlite:///path.db"``,
-        ``"redis://..."`` or a :class:`ctxfold.VerbatimStore`), the output marks each
-        rewritten message with ``[expand <id>]``, and a block lists the references of
-        what the model no longer sees in full within ``reference_share`` of the budget
-        (at most ``max_references``). :func:`ctxfold.expand` gives back the original.
+        With ``reversible``, every input message of a round goes to ``store``
+        (``None``: the process's memory store, capped at
+        :data:`ctxfold.DEFAULT_MAX_BYTES`; ``"sqlite:///path.db"``, ``"redis://..."``
+        or a :class:`ctxfold.VerbatimStore`), one line names the round (the first
+        line of the strategy's note, or a block after the system messages), each
+        rewritten message is marked ``[expand <id>]``, and the references of what the
+        model no longer sees in full (at most ``max_references``) follow the round's
+        line; the line and the references take at most ``reference_share`` of the
+        budget. :func:`ctxfold.expand` gives back the original.
         """
         from ._references import check_max_references
         from ._store import get_store

@@ -69,6 +69,11 @@ class HybridCompressor(BaseCompressor):
             max_references=max_references,
         )
 
+    @property
+    def lists_identifiers(self) -> bool:  # type: ignore[override]
+        """Whether a step lists the identifiers of what it folds (``auto`` does)."""
+        return any(getattr(step, "lists_identifiers", False) for step in self.steps)
+
     def _compress(
         self,
         messages: list[Message],

@@ -9,11 +9,38 @@ from typing import Any, Literal
 
 from ._messages import Message, to_anthropic, to_openai
 
-__all__ = ["NOTE_KEY", "Action", "CompressionResult", "CompressionStats", "Decision"]
+__all__ = [
+    "NOTE_KEY",
+    "Action",
+    "CompressionResult",
+    "CompressionStats",
+    "Decision",
+    "note_message",
+]
 
 #: The ``metadata`` key of a message a strategy wrote (a note, a summary), holding what
-#: it stands for, e.g. ``{"kind": "summary", "summarized": 12}``.
+#: it stands for, e.g. ``{"kind": "summary", "what": "12 earlier messages summarized"}``.
 NOTE_KEY = "ctxfold"
+
+
+def note_head(what: str) -> str:
+    """The first line of a message a strategy writes in place of earlier ones."""
+    return f"[ctxfold: {what}]"
+
+
+def note_message(role: str, kind: str, what: str, body: str, **meta: Any) -> Message:
+    """A message that stands for earlier ones (a note, a summary): its first line says
+    what it stands for (``[ctxfold: 12 earlier messages summarized]``), the ``body``
+    follows, and ``metadata["ctxfold"]`` holds ``kind``, ``what`` and ``meta``.
+    A reversible round puts its id into that first line."""
+    text = note_head(what) + (f"\n{body}" if body else "")
+    return Message(role, text, metadata={NOTE_KEY: {"kind": kind, "what": what, **meta}})
+
+
+def earlier(count: int) -> str:
+    """``"1 earlier message"``, ``"12 earlier messages"``."""
+    return f"{count} earlier message{'' if count == 1 else 's'}"
+
 
 #: What happened to one input message.
 Action = Literal["kept", "compressed", "summarized", "dropped", "deduplicated", "reverted"]

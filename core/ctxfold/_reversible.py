@@ -1,20 +1,18 @@
 """Reversible compaction: nothing a compressor removes is lost, only folded.
 
 With ``reversible=True`` a compression round writes to the verbatim store, in one
-atomic batch:
+atomic batch, every input message under a content-derived id and the *round*: which
+messages went in, which came out, and which the model no longer sees (*hidden*).
 
-- every input message, under a content-derived id;
-- for each note or summary, the list of messages it stands for (a *span*);
-- for the messages left out altogether, one span too;
-- the *round*: which messages went in and which came out.
-
-The output carries short markers, ``[expand <id>]``, on every message the round wrote
-or rewrote, and one block (a system-style message after the leading system messages)
-with the round's id, the span of omitted messages and the references of everything
-the model no longer sees in full (files, URLs, errors, ...), within
-``reference_share`` of the budget. :func:`expand` turns a compressed history back into
-the original, byte for byte, through any number of rounds, and reports ids the store
-does not have; ``expand("<id>")`` gives the text one marker stands for.
+The output names the round in one line, ``[ctxfold round <id>: 21 earlier messages
+condensed ...; expand(id) gives the full text of these ...]``: the first line of the
+strategy's note or summary, or of a block after the leading system messages when the
+strategy wrote none. Every message the strategy rewrote carries a marker,
+``[expand <id>]``. After the round's line come the references of what the model no
+longer sees in full (files, URLs, errors, ...), in what is left of ``reference_share``
+of the budget. :func:`expand` turns a compressed history back into the original, byte
+for byte, through any number of rounds, and reports ids the store does not have;
+``expand("<id>")`` gives the text of one message, or of a round's hidden messages.
 """
 
 from __future__ import annotations
@@ -29,7 +27,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from ._messages import ContentPart, Message, ToolCall, as_messages
 from ._models import transcript
 from ._references import ReferenceIndex
-from ._result import NOTE_KEY, CompressionResult, Decision
+from ._result import NOTE_KEY, CompressionResult, Decision, earlier, note_head
 from ._store import VerbatimStore, get_store
 from ._tokens import TokenCounter
 from .exceptions import BudgetError, ExpandError
@@ -42,12 +40,14 @@ __all__ = ["Expansion", "expand", "marker", "uncompress"]
 
 _ID_LENGTHS = (10, 16, 64)  # a longer id only when a shorter one is taken by other content
 _MARKER = re.compile(r"\[expand ([0-9a-f]{10,64})\]")
-_ROUND = re.compile(r"\[ctxfold round ([0-9a-f]{10,64})\]")
-_FIXED_RESERVE = 28  # tokens first set aside for the block's header and a few markers
+_ROUND = re.compile(r"\[ctxfold round ([0-9a-f]{10,64})[:\]]")
+_FIXED_RESERVE = 28  # tokens first set aside for the round's tag and a few markers
 _MIN_BLOCK = 16  # the bare round tag as a message
+_MIN_REFERENCES = 32  # tokens: the references' header, a group's label and a few items
 _MAX_TRIES = 5
+_SAMPLE_ID = "5f3a9c21d7"  # for estimating what a round's head costs
 _NO_ROOM = (
-    "reversible: the round block and its markers (about {reserve} tokens) do not fit "
+    "reversible: the round's tag and markers (about {reserve} tokens) do not fit "
     "beside the pinned messages, so this result is not reversible; raise the budget to "
     "make it so"
 )
@@ -147,7 +147,7 @@ class _Batch:
 
 class Reversed(NamedTuple):
     """A reversible round's output; ``round_id`` is ``None`` when there was no room for
-    the block (``warnings`` says so) and the output is the strategy's plain one."""
+    the round's tag (``warnings`` says so) and the output is the strategy's plain one."""
 
     messages: list[Message]
     trace: list[Decision]
@@ -164,39 +164,33 @@ def compress_reversibly(
     counter: TokenCounter,
     grouping: Grouping,
 ) -> Reversed:
-    """Run ``compressor``'s strategy with room left for the markers and the block, mark
-    what it wrote, add the block and store every original; shrink and retry until the
-    whole fits ``budget``."""
+    """Run ``compressor``'s strategy with room left for the round's tag, its markers and
+    (unless the strategy lists identifiers itself) its references; mark what it wrote,
+    add the tag and the references, and store every original; shrink and retry until
+    the whole fits ``budget``."""
     store = get_store(compressor.store)
-    pinned = getattr(compressor, "pin_roles", ("system", "developer"))
-    free = budget - counter.count_messages([m for m in messages if m.role in pinned])
-    allowance = max(int(compressor.reference_share * free), 0)  # for the references
-    reserve = _FIXED_RESERVE + allowance
-    inputs = {id(m) for m in messages}
+    if compressor.lists_identifiers:  # its note will carry the round: a longer head
+        what = f"{earlier(len(messages))} condensed"
+        reserve = counter.count_text(round_heads(_SAMPLE_ID, what)[0])
+        reserve -= counter.count_text(note_head(what))
+    else:  # a block with the round and the references
+        reserve = max(cap_of(compressor, budget), _FIXED_RESERVE)
     for _ in range(_MAX_TRIES):
-        inner = max(budget - reserve, 1)
         try:
             out, trace, savings = compressor._compress(
-                messages, budget=inner, counter=counter, grouping=grouping
+                messages, budget=max(budget - reserve, 1), counter=counter, grouping=grouping
             )
         except BudgetError:
-            if reserve > _MIN_BLOCK:  # less room for references, then the bare round tag
-                allowance = 0
+            if reserve > _MIN_BLOCK:  # no room for references, then only the bare tag
                 reserve = _FIXED_RESERVE if reserve > _FIXED_RESERVE else _MIN_BLOCK
                 continue
             break
         batch = _Batch(store)
-        marked, block = _mark(
-            compressor, messages, list(out), trace, batch, counter, budget, allowance
-        )
-        total = counter.count_messages(marked) + counter.count_message(block)
+        final, round_id = _mark(compressor, messages, list(out), trace, batch, counter, budget)
+        total = counter.count_messages(final)
         if total <= budget or getattr(compressor, "overflow", "error") == "best_effort":
-            at = 0  # the block goes after the leading system messages of the input
-            while at < len(marked) and id(marked[at]) in inputs and marked[at].role in pinned:
-                at += 1
-            final = [*marked[:at], block, *marked[at:]]
             batch.commit()
-            return Reversed(final, trace, savings, (), block.metadata[NOTE_KEY]["round"])
+            return Reversed(final, trace, savings, (), round_id)
         reserve += total - budget + 4
     # Not even the round tag fits beside what must be kept: the plain result (which
     # raises if that cannot fit either), said out loud.
@@ -204,6 +198,15 @@ def compress_reversibly(
         messages, budget=budget, counter=counter, grouping=grouping
     )
     return Reversed(list(out), trace, savings, (_NO_ROOM.format(reserve=_MIN_BLOCK),), None)
+
+
+def round_heads(round_id: str, what: str) -> tuple[str, ...]:
+    """The first line of the message that carries a round, longest first: its id and
+    what the round folded; the bare tag for the tightest budgets. How to expand is for
+    the expand tool's description to say (:func:`ctxfold.expand_tool`): a model without
+    the tool cannot expand anything."""
+    tag = f"[ctxfold round {round_id}"
+    return (f"{tag}: {what}]", f"{tag}]") if what else (f"{tag}]",)
 
 
 def _mark(
@@ -214,82 +217,107 @@ def _mark(
     batch: _Batch,
     counter: TokenCounter,
     budget: int,
-    allowance: int,
-) -> tuple[list[Message], Message]:
-    """Markers on what the round wrote, and the block; the batch gets every entry."""
+) -> tuple[list[Message], str]:
+    """The round's output: a marker on every message the strategy rewrote, the round's
+    tag at the head of its note (or in a block after the leading system messages when
+    it wrote none) and the references of what the model no longer sees in full, in the
+    room left within ``reference_share`` of the budget. The batch gets every entry."""
     msg_ids = batch.add_all([_message_record(m) for m in messages])
     shown = [d for d in trace if d.tokens_after > 0]  # one per non-note output message
-    folded = [
-        d.index
-        for d in trace
-        if d.action == "summarized"
-        or (d.action == "deduplicated" and d.tokens_after == 0 and d.reason.startswith("folded"))
-    ]
-    folded_set = set(folded)
-    omitted = [d.index for d in trace if d.tokens_after == 0 and d.index not in folded_set]
+    hidden = [d.index for d in trace if d.tokens_after == 0]
     inputs = {id(m) for m in messages}
     marked: list[Message] = []
-    hidden: list[int] = list(folded) + omitted  # what the model no longer sees in full
+    rewritten: list[int] = []
+    note_at: int | None = None
     k = 0
-    note_done = False
     for m in out:
         meta = m.metadata.get(NOTE_KEY)
-        is_note = id(m) not in inputs and isinstance(meta, Mapping) and meta.get("kind")
-        if is_note and not note_done and folded and isinstance(m.content, str):
-            span = batch.add({"k": "span", "m": [msg_ids[i] for i in folded]})
-            marked.append(replace(m, content=f"{m.content}\n{marker(span)}"))
-            note_done = True
-            continue
-        if is_note:
+        if id(m) not in inputs and isinstance(meta, Mapping):
+            if note_at is None and _carries_head(m):
+                note_at = len(marked)
             marked.append(m)
             continue
         d = shown[k] if k < len(shown) else None
         k += 1
-        original = messages[d.index] if d is not None else None
-        if original is not None and m != original:
-            hidden.append(d.index)  # type: ignore[union-attr]
+        if d is not None and m != messages[d.index]:
+            rewritten.append(d.index)
             if isinstance(m.content, str):
                 sep = " " if m.content else ""
-                m = replace(m, content=f"{m.content}{sep}{marker(msg_ids[d.index])}")  # type: ignore[union-attr]
+                m = replace(m, content=f"{m.content}{sep}{marker(msg_ids[d.index])}")
         marked.append(m)
-    if folded and not note_done:  # a strategy that folds without a note: count them out
-        omitted = sorted(set(omitted) | folded_set)
     round_id = batch.add(
         {
             "k": "round",
             "in": msg_ids,
-            "out": [m.fingerprint for m in marked],
+            "out": [m.fingerprint for j, m in enumerate(marked) if j != note_at],
+            "hid": [msg_ids[i] for i in hidden],
         }
     )
-    head = f"[ctxfold round {round_id}] expand(id) gives the full text of any [expand <id>]."
-    lines = [head]
-    if omitted:
-        span = batch.add({"k": "span", "m": [msg_ids[i] for i in sorted(omitted)]})
-        lines.append(f"Omitted: {len(omitted)} earlier messages {marker(span)}")
-    fixed = Message("system", "\n".join(lines))
-    room = budget - counter.count_messages(marked) - counter.count_message(fixed) - 1
-    allowance = min(allowance, room)
-    if allowance > 8 and hidden:
+    if note_at is not None:  # the note's first line names the round
+        note = marked[note_at]
+        meta = {**note.metadata[NOTE_KEY], "round": round_id}
+        what = str(meta["what"])
+        folded = sum(1 for d in trace if d.action == "summarized" or d.reason.startswith("folded"))
+        if len(hidden) > folded:
+            what += f", {len(hidden) - folded} more left out"
+        body = note.text.split("\n", 1)[1] if "\n" in note.text else ""
+        role = note.role
+    else:  # a block after the leading system messages of the input
+        note_at = 0
+        pinned = getattr(compressor, "pin_roles", ("system", "developer"))
+        while (
+            note_at < len(marked)
+            and id(marked[note_at]) in inputs
+            and marked[note_at].role in pinned
+        ):
+            note_at += 1
+        what = f"{earlier(len(hidden))} left out" if hidden else ""
+        meta = {"kind": "references", "what": what, "round": round_id}
+        marked.insert(note_at, Message("system", ""))
+        body, role = "", "system"
+    rest = counter.count_messages(marked[:note_at] + marked[note_at + 1 :])
+    for head in round_heads(round_id, what):  # the longest that fits
+        carrier = Message(role, head + (f"\n{body}" if body else ""), metadata={NOTE_KEY: meta})
+        if rest + counter.count_message(carrier) <= budget:
+            break
+    marked[note_at] = carrier
+    # The references of what the model no longer sees in full, in the room left (a
+    # strategy that lists identifiers itself has its own list: auto's note).
+    room = budget - rest - counter.count_message(carrier) - 1
+    allowance = min(cap_of(compressor, budget) - counter.count_text(head), room)
+    unseen = sorted(set(hidden) | set(rewritten))
+    if allowance >= _MIN_REFERENCES and unseen and not compressor.lists_identifiers:
         index = ReferenceIndex(max_references=compressor.max_references)
-        for i in sorted(set(hidden)):
+        for i in unseen:
             index.add_messages([messages[i]], start=i)
         users = [m.text for m in messages if m.role == "user"]
         goal = " ".join(users[:1] + users[-1:])
         index.score(goal=goal, recent=[m.text for m in marked[-4:]], now=len(messages) - 1)
-        text = "\n".join(m.text for m in marked)
         refs = index.block(
             max_tokens=allowance,
             counter=counter,
-            shown=text,
+            shown="\n".join(m.text for m in marked),
             expand_ids={r.id: msg_ids[r.source] for r in index},
         )
         if refs:
-            lines.append(refs)
-    meta = {NOTE_KEY: {"kind": "references", "round": round_id}}
-    block = Message("system", "\n".join(lines), metadata=meta)
-    if counter.count_messages(marked) + counter.count_message(block) > budget:
-        block = Message("system", f"[ctxfold round {round_id}]", metadata=meta)  # tight
-    return marked, block
+            marked[note_at] = replace(carrier, content=f"{carrier.text}\n{refs}")
+    return marked, round_id
+
+
+def cap_of(compressor: BaseCompressor, budget: int) -> int:
+    """Tokens the round's tag and references may take together."""
+    return int(compressor.reference_share * budget)
+
+
+def _carries_head(m: Message) -> bool:
+    """Whether ``m`` is a strategy's note whose first line can carry the round's tag."""
+    meta = m.metadata.get(NOTE_KEY)
+    return (
+        isinstance(meta, Mapping)
+        and isinstance(meta.get("what"), str)
+        and isinstance(m.content, str)
+        and m.content.split("\n", 1)[0] == note_head(meta["what"])
+    )
 
 
 # ------------------------------------------------------------------ expanding
@@ -330,8 +358,8 @@ def expand(
     - a :class:`CompressionResult` or a list of messages: an :class:`Expansion` with
       the original conversation, rebuilt through every round found (the newest
       first), and the ids the store lacked (``missing``) instead of a silent gap;
-    - an id (from an ``[expand <id>]`` marker or a reference block): the text it stands
-      for (a message's text, or the transcript of the messages of a span or a round);
+    - an id (from an ``[expand <id>]`` marker, a round's tag or a reference): the text
+      it stands for (a message's, or the transcript of the messages a round hid);
       raises :class:`ExpandError` if the store does not have it.
     """
     st = get_store(store)
@@ -345,7 +373,7 @@ def expand(
     while progress:  # the newest round first: an older one's output is inside it
         progress = False
         for pos, m in enumerate(msgs):
-            match = _ROUND.search(m.text) if m.role == "system" else None
+            match = _round_of(m)
             if not match or match.group(1) in done:
                 continue
             rid = match.group(1)
@@ -376,10 +404,15 @@ def expand(
             progress = True
             break
     for m in msgs:  # rounds whose output is not all here any more
-        match = _ROUND.search(m.text) if m.role == "system" else None
+        match = _round_of(m)
         if match and match.group(1) not in done:
             missing.append(match.group(1))
     return Expansion(tuple(msgs), rounds, tuple(dict.fromkeys(missing)))
+
+
+def _round_of(m: Message) -> re.Match[str] | None:
+    """The round tag a message starts with (never in a user's or a tool's message)."""
+    return _ROUND.match(m.text) if m.role not in ("user", "tool") else None
 
 
 def _subsequence(msgs: Sequence[Message], ids: Sequence[str]) -> list[int] | None:
@@ -404,12 +437,11 @@ def _expand_id(store: VerbatimStore, entry_id: str) -> str:
             f"nothing is stored under {entry_id!r}; use an id from an [expand <id>] marker "
             "or a reference block, with the store the compression used"
         )
-    kind = record.get("k")
-    if kind == "msg":
+    if record.get("k") == "msg":
         return transcript([_message_from_record(record)])
-    ids = record.get("m") if kind == "span" else record.get("in")
-    rows = _load(store, ids or [])
-    absent = [i for i, r in zip(ids or [], rows, strict=True) if r is None]
+    ids = record.get("hid") or []  # a round: what its output no longer shows
+    rows = _load(store, ids)
+    absent = [i for i, r in zip(ids, rows, strict=True) if r is None]
     if absent:
         raise ExpandError(f"{entry_id!r} refers to ids the store lacks: {', '.join(absent)}")
     return transcript([_message_from_record(r) for r in rows if r is not None])

@@ -1,8 +1,10 @@
 """The verbatim store: every span a compressor removes, summarizes or rewrites, kept
 under a content-derived id so that it can always be given back.
 
-A store maps ids to ``bytes`` and never forgets or overwrites: an id is derived from
-its content, so writing it again is a no-op. :meth:`VerbatimStore.put_many` writes a
+A store maps ids to ``bytes`` and never overwrites: an id is derived from its content,
+so writing it again is a no-op. It never forgets either, except a memory store given a
+``max_bytes`` cap (the process's default store has one), which drops its oldest entries
+past the cap. :meth:`VerbatimStore.put_many` writes a
 batch atomically (one SQLite transaction, one Redis ``MULTI``/``EXEC``), so a crash
 cannot leave a compressed history whose markers point at nothing.
 
@@ -13,9 +15,11 @@ Backends: :class:`MemoryStore` (the default, one per process), :class:`SQLiteSto
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -25,6 +29,9 @@ from .exceptions import CacheError, ConfigurationError
 __all__ = ["MemoryStore", "RedisStore", "SQLiteStore", "VerbatimStore", "get_store"]
 
 _SQL_CHUNK = 500  # ids per IN (...) query
+#: What the process's shared default memory store holds at most (256 MiB).
+DEFAULT_MAX_BYTES = 256 * 2**20
+_log = logging.getLogger("ctxfold")
 
 
 @runtime_checkable
@@ -55,30 +62,75 @@ def _check_entries(entries: Mapping[str, bytes]) -> None:
 
 
 class MemoryStore:
-    """A dict behind a lock: the default store, for the life of the process."""
+    """A dict behind a lock, for the life of the process.
 
-    def __init__(self) -> None:
-        self._data: dict[str, bytes] = {}
+    ``max_bytes`` caps what it holds: past it, the entries written longest ago go first
+    (writing an entry again counts as new), and :func:`ctxfold.expand` reports their
+    ids as missing. ``None`` (the default for a store you make) keeps everything; the
+    process's shared default store keeps :data:`DEFAULT_MAX_BYTES`. For originals that
+    must survive, use :class:`SQLiteStore` or :class:`RedisStore`.
+    """
+
+    def __init__(self, *, max_bytes: int | None = None) -> None:
+        if max_bytes is not None and (
+            isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1
+        ):
+            raise ConfigurationError(
+                f"max_bytes must be a positive integer or None, got {max_bytes!r}"
+            )
+        self.max_bytes = max_bytes
+        self._data: OrderedDict[str, bytes] = OrderedDict()
+        self._bytes = 0
         self._lock = threading.Lock()
+        self.evicted = 0  # entries dropped to stay within max_bytes
 
     def put_many(self, entries: Mapping[str, bytes]) -> None:
-        """Store every entry; existing ids keep their value."""
+        """Store every entry; existing ids keep their value (and count as new)."""
         _check_entries(entries)
         with self._lock:
+            data = self._data
             for key, value in entries.items():
-                self._data.setdefault(key, value)
+                if key in data:
+                    data.move_to_end(key)
+                else:
+                    data[key] = value
+                    self._bytes += len(key) + len(value)
+            if self.max_bytes is None or self._bytes <= self.max_bytes:
+                return
+            written = set(entries)
+            dropped = 0
+            while self._bytes > self.max_bytes and data:
+                key, value = next(iter(data.items()))
+                if key in written:  # never drop part of the batch just written
+                    break
+                del data[key]
+                self._bytes -= len(key) + len(value)
+                dropped += 1
+            if dropped and not self.evicted:
+                _log.warning(
+                    "ctxfold: the memory store passed %d bytes and dropped its oldest "
+                    "originals; give the compressor store='sqlite:///originals.db' (or a "
+                    "Redis URL) to keep every one",
+                    self.max_bytes,
+                )
+            self.evicted += dropped
 
     def get_many(self, ids: Sequence[str]) -> list[bytes | None]:
         """The values under ``ids``, in order (``None`` where unknown)."""
         with self._lock:
             return [self._data.get(i) for i in ids]
 
+    @property
+    def nbytes(self) -> int:
+        """The bytes of the ids and values held."""
+        return self._bytes
+
     def __len__(self) -> int:
         with self._lock:
             return len(self._data)
 
     def __repr__(self) -> str:
-        return f"MemoryStore({len(self)} entries)"
+        return f"MemoryStore({len(self)} entries, {self._bytes} bytes)"
 
 
 class SQLiteStore(_SQLiteFile):
@@ -235,14 +287,15 @@ _FORMS = (
 
 
 def get_store(spec: VerbatimStore | str | os.PathLike[str] | None = None) -> VerbatimStore:
-    """Resolve a store spec: ``None`` (one shared in-memory store per process),
+    """Resolve a store spec: ``None`` (one shared in-memory store per process, holding
+    at most :data:`DEFAULT_MAX_BYTES`),
     ``"memory"`` (a new one), ``"sqlite:///path.db"`` / a ``.db`` path, a Redis URL,
     or any :class:`VerbatimStore`."""
     global _default_store
     if spec is None:
         with _default_lock:
             if _default_store is None:
-                _default_store = MemoryStore()
+                _default_store = MemoryStore(max_bytes=DEFAULT_MAX_BYTES)
             return _default_store
     if isinstance(spec, os.PathLike):
         spec = os.fspath(spec)

@@ -19,7 +19,7 @@ from ._compressor import (
 )
 from ._messages import Message
 from ._models import as_summarizer, summarize, summarizer_id, transcript
-from ._result import NOTE_KEY, Decision
+from ._result import Decision, earlier, note_message
 from ._summarize import ExtractiveSummarizer, Summarizer
 from ._tokens import TokenCounter
 from ._units import Grouping, Unit, newest_units, split_pinned
@@ -34,10 +34,7 @@ _MIN_SUMMARY = 16  # tokens: below this a summary says nothing
 def summary_message(text: str, count: int, role: str) -> Message:
     """The message that stands for ``count`` summarized messages: marked as a summary
     in its text and in ``metadata["ctxfold"]``, never posing as the user."""
-    head = f"[Summary of {count} earlier message{'s' if count != 1 else ''}]"
-    return Message(
-        role, f"{head}\n{text}", metadata={NOTE_KEY: {"kind": "summary", "summarized": count}}
-    )
+    return note_message(role, "summary", f"{earlier(count)} summarized", text, summarized=count)
 
 
 class SummarizingCompressor(BaseCompressor):

@@ -1,26 +1,33 @@
-"""The ``ctxfold`` command: compress a conversation file or report its token counts.
+"""The ``ctxfold`` command: compress a conversation file, expand a compressed one back,
+or report token counts.
 
-Exit codes: 0 success, 1 a conversation cannot fit its budget, 2 bad input or usage.
+Exit codes: 0 success, 1 a conversation cannot fit its budget (or, for ``expand``, the
+store lacks some originals), 2 bad input or usage.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from ._api import compress
-from ._messages import Message, from_openai
+from ._compressor import BaseCompressor
+from ._messages import Message, from_openai, to_openai
+from ._registry import resolve_strategy
 from ._result import CompressionResult
+from ._reversible import expand
+from ._store import get_store
 from ._tokens import TokenCounter, get_counter
 from .exceptions import BudgetError, CtxfoldError, InvalidMessageError
 
 __all__ = ["main"]
 
+_ID = re.compile(r"(?:\[expand )?[0-9a-f]{10,64}\]?")
 _ACTIONS = ("kept", "compressed", "summarized", "deduplicated", "reverted", "dropped")
 
 
@@ -152,13 +159,22 @@ def _cmd_compress(args: argparse.Namespace) -> int:
     convs, jsonl = load_file(args.file)
     counter = get_counter(args.counter)
     options = _parse_options(args.option)
+    if args.store is not None:  # reversible, with the originals where they outlive us
+        options = {**options, "reversible": True, "store": get_store(args.store)}
+    compressor = resolve_strategy(args.strategy, **options)
+    # Without --store, originals would go to this process's memory, gone when it ends:
+    # the output is plain unless the options ask otherwise.
+    reversible = None if "reversible" in options else False
     results: list[tuple[Conversation, CompressionResult]] = []
     for conv in convs:
         budget = _budget_for(args.budget, counter.count_messages(conv.messages))
         try:
-            result = compress(
-                conv.messages, budget=budget, strategy=args.strategy, counter=counter, **options
-            )
+            if isinstance(compressor, BaseCompressor):
+                result = compressor.compress(
+                    conv.messages, budget=budget, counter=counter, reversible=reversible
+                )
+            else:
+                result = compressor.compress(conv.messages, budget=budget, counter=counter)
         except BudgetError as exc:
             raise CliError(
                 f"{conv.label}: {exc} (on the command line: --option overflow=best_effort)",
@@ -225,6 +241,31 @@ def _cmd_compress(args: argparse.Namespace) -> int:
             for w in r.warnings:
                 print(f"  note: {w}", file=sys.stderr)
     return 0
+
+
+def _cmd_expand(args: argparse.Namespace) -> int:
+    store = get_store(args.store)
+    target = args.target
+    if _ID.fullmatch(target.strip()) and not Path(target).exists():  # an id, not a file
+        print(expand(target, store=store))
+        return 0
+    convs, jsonl = load_file(target)
+    code = 0
+    for conv in convs:
+        back = expand(conv.messages, store=store)
+        if back.missing:
+            print(
+                f"ctxfold: {conv.label}: the store lacks {', '.join(back.missing)}; "
+                "what it has is expanded, the rest stays as it was",
+                file=sys.stderr,
+            )
+            code = 1
+        payload: Any = to_openai(back.messages)
+        if conv.record is not None:
+            payload = {**conv.record, "messages": payload}
+        indent = None if jsonl else 2
+        sys.stdout.write(json.dumps(payload, ensure_ascii=False, indent=indent) + "\n")
+    return code
 
 
 def _cmd_stats(args: argparse.Namespace) -> int:
@@ -300,7 +341,23 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="a strategy option, e.g. --option keep_first=1 (repeatable)",
     )
+    c.add_argument(
+        "--store",
+        help="keep the originals here and make the output reversible: "
+        "sqlite:///originals.db (or a .db path) or redis://host:6379/0",
+    )
     c.set_defaults(run=_cmd_compress)
+    e = sub.add_parser(
+        "expand", help="give back what a reversible compression folded (see compress --store)"
+    )
+    e.add_argument(
+        "target",
+        help="a compressed JSON or JSONL file (or - for stdin): prints the original "
+        "conversation; or an id from '[ctxfold round <id>...]' or '[expand <id>]': "
+        "prints its original text",
+    )
+    e.add_argument("--store", required=True, help="the store given to compress --store")
+    e.set_defaults(run=_cmd_expand)
     s = sub.add_parser("stats", help="report token counts of conversations in a file")
     s.add_argument("file")
     s.add_argument("--counter", default="o200k_base")

@@ -156,3 +156,35 @@ def test_compress_all_shared_data_files(capsys):
         )
         assert code == 0, err
         assert len(out.splitlines()) == len(f.read_text().splitlines())
+
+
+def test_compress_with_a_store_is_reversible_and_expand_gives_the_original_back(capsys, tmp_path):
+    db = tmp_path / "originals.db"
+    code, out, _ = run(capsys, "compress", AIRLINE, "--budget", "1500", "--store", str(db))
+    assert code == 0
+    compressed = tmp_path / "compressed.json"
+    compressed.write_text(out)
+    record = json.loads(out)
+    heads = [m["content"] for m in record["messages"] if "[ctxfold round " in m["content"]]
+    assert len(heads) == 1
+    code, back, err = run(capsys, "expand", str(compressed), "--store", f"sqlite:///{db}")
+    assert code == 0 and err == ""
+    assert json.loads(back) == json.loads(Path(AIRLINE).read_text())  # byte for byte
+    round_id = heads[0].split()[2].rstrip(":]")
+    code, text, _ = run(capsys, "expand", round_id, "--store", str(db))
+    assert code == 0 and "user:" in text
+
+    code, partial, err = run(capsys, "expand", str(compressed), "--store", str(tmp_path / "x.db"))
+    assert code == 1 and "the store lacks" in err
+    assert json.loads(partial) == record  # nothing invented
+    code, _, err = run(capsys, "expand", "0123456789", "--store", str(db))
+    assert code == 2 and "nothing is stored" in err
+    code, _, err = run(capsys, "expand", str(tmp_path / "none.json"), "--store", str(db))
+    assert code == 2 and "cannot read" in err
+
+
+def test_without_a_store_the_output_has_no_round_to_point_at(capsys):
+    code, out, _ = run(capsys, "compress", AIRLINE, "--budget", "1500")
+    assert code == 0 and "[ctxfold round" not in out and "[expand " not in out
+    code, out, _ = run(capsys, "compress", AIRLINE, "--budget", "1500", "--store", "ftp://nowhere")
+    assert code == 2

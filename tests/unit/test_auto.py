@@ -94,6 +94,41 @@ def test_older_duplicates_are_deduplicated():
     assert r.trace[2].tokens_after < 20 and r.trace[4].action != "deduplicated"
 
 
+def test_a_folded_copy_of_a_later_message_leaves_nothing_in_the_note():
+    table = "\n".join(f"row {i}: value {i * 7} for account ACC{i:04d}" for i in range(60))
+    msgs = [Message("system", "agent"), Message("user", "Compare the two reports.")]
+    for k in range(2):
+        msgs.append(
+            Message("assistant", f"Report {k}.", tool_calls=(ToolCall(f"c{k}", "get", "{}"),))
+        )
+        msgs.append(Message("tool", table, tool_call_id=f"c{k}"))
+    msgs += [Message("user", "And now?"), Message("assistant", "They are the same. " * 20)]
+    r = AutoCompressor(reversible=False).compress(msgs, budget=200, counter=COUNTER)
+    assert r.trace[3].action == "deduplicated" and r.trace[5].tokens_after == 0
+    assert "same content as a later message" not in "\n".join(m.text for m in r.messages)
+
+
+def test_an_identifier_inside_another_listed_one_is_not_listed_again():
+    candidates = ["gift_card", "gift_card_7000", "HAT001", "credit_card_12", "HAT0"]
+    note = AutoCompressor()._note(5, [], candidates, "the flight HAT001", COUNTER)
+    listed = note.text.split("Also mentioned: ")[1].split(", ")
+    assert listed == ["gift_card_7000", "credit_card_12"]  # each is found in the list
+
+
+def test_auto_uses_the_budget_it_is_given():
+    for record in example_records():
+        msgs = ctxfold.from_openai(record["messages"])
+        pinned = sum(COUNTER.count_message(m) for m in msgs if m.role == "system") + 3
+        for fraction in (0.1, 0.25, 0.5):
+            budget = int(pinned + fraction * (COUNTER.count_messages(msgs) - pinned))
+            for reversible in (True, False):
+                r = AutoCompressor(reversible=reversible).compress(
+                    msgs, budget=budget, counter=COUNTER
+                )
+                left = budget - r.stats.tokens_after
+                assert 0 <= left <= max(0.04 * (budget - pinned), 20), (record["id"], fraction)
+
+
 def test_a_long_newest_tool_output_is_condensed_not_dropped():
     log = "".join(f"2024-05-01 12:00:{i % 60:02d} INFO step {i}\n" for i in range(500))
     log += "2024-05-01 12:09:00 ERROR Failed to open /data/input.csv: permission denied\n"

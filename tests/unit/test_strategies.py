@@ -55,7 +55,7 @@ def test_older_messages_become_one_marked_summary_never_a_user_turn():
     notes = [m for m in r.messages if m.metadata.get("ctxfold")]
     assert len(notes) == 1 and notes[0].role == "system"
     assert notes[0].metadata["ctxfold"]["kind"] == "summary"
-    assert notes[0].text.startswith("[Summary of ")
+    assert notes[0].text.startswith("[ctxfold: 56 earlier messages summarized]\n")
     assert r.messages[0] == SYSTEM and r.messages[-1] == msgs[-1]
     assert r.stats.usage["summarizer_calls"] == 1 and fake.calls == 1
     assert r.stats.usage["summarizer_tokens"] > 0

@@ -1,0 +1,34 @@
+"""The expand tool as a LangChain tool."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.tools import BaseTool, StructuredTool
+
+import ctxfold
+from ctxfold import VerbatimStore
+
+__all__ = ["expand_tool"]
+
+
+def expand_tool(store: VerbatimStore | str | None = None, **options: Any) -> BaseTool:
+    """:func:`ctxfold.expand_tool` (same ``options``: ``max_tokens``, ``counter``,
+    ``name``) as a LangChain tool, sync and async: bind it to the model beside a
+    reversible history (``model.bind_tools([expand_tool(store)])``, or
+    ``create_agent(..., tools=[...])``) so that it can read any folded original."""
+    tool = ctxfold.expand_tool(store, **options)
+
+    def run(id: str, page: int = 1) -> str:
+        return tool(id, page)
+
+    async def arun(id: str, page: int = 1) -> str:
+        return await tool.acall(id, page)
+
+    return StructuredTool.from_function(
+        func=run,
+        coroutine=arun,
+        name=tool.name,
+        description=tool.description,
+        args_schema=tool.parameters,
+    )

@@ -1,0 +1,34 @@
+"""The expand tool as a LlamaIndex tool (no postponed annotations: pydantic reads the
+parameters' Annotated descriptions at run time)."""
+
+from typing import Annotated, Any
+
+from llama_index.core.tools import FunctionTool
+from pydantic import Field
+
+import ctxfold
+from ctxfold import VerbatimStore
+
+__all__ = ["expand_tool"]
+
+
+def expand_tool(store: VerbatimStore | str | None = None, **options: Any) -> FunctionTool:
+    """:func:`ctxfold.expand_tool` (same ``options``: ``max_tokens``, ``counter``,
+    ``name``) as a LlamaIndex ``FunctionTool``, sync and async: give it to an agent
+    (``FunctionAgent(tools=[...])``) beside a reversible history so that the model can
+    read any folded original."""
+    tool = ctxfold.expand_tool(store, **options)
+    schema = tool.parameters["properties"]
+
+    def run(
+        id: Annotated[str, Field(description=schema["id"]["description"])],
+        page: Annotated[int, Field(description=schema["page"]["description"])] = 1,
+    ) -> str:
+        return tool(id, page)
+
+    async def arun(id: str, page: int = 1) -> str:
+        return await tool.acall(id, page)
+
+    return FunctionTool.from_defaults(
+        fn=run, async_fn=arun, name=tool.name, description=tool.description
+    )

@@ -1,0 +1,162 @@
+"""The expand tool: what the model calls to read what a reversible round folded."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+
+import pytest
+
+import ctxfold
+from conftest import example_conversations
+from ctxfold import MemoryStore, ToolCall, get_counter
+
+COUNTER = get_counter("o200k_base")
+MARKER = re.compile(r"\[expand ([0-9a-f]{10,64})\]")
+
+
+@pytest.fixture(scope="module")
+def folded():
+    """A coding-agent history compressed reversibly: (originals, result, store)."""
+    msgs = next(m for name, m in example_conversations() if "sqlfluff" in name)
+    store = MemoryStore()
+    result = ctxfold.AutoCompressor(reversible=True, store=store).compress(
+        msgs, budget=3000, counter=COUNTER
+    )
+    assert result.round_id is not None
+    return msgs, result, store
+
+
+def test_the_round_id_gives_back_every_message_the_round_hid(folded):
+    msgs, result, store = folded
+    tool = ctxfold.expand_tool(store, max_tokens=200_000)
+    text = tool(result.round_id)
+    hidden = [msgs[d.index] for d in result.trace if d.tokens_after == 0]
+    assert hidden and all(m.text[:300] in text for m in hidden)
+    shown = [msgs[d.index] for d in result.trace if d.action == "kept"]
+    assert not any(m.text[:300] in text for m in shown if len(m.text) > 50)
+
+
+def test_a_marker_gives_back_its_message_and_ids_may_come_as_written():
+    msgs = next(m for name, m in example_conversations() if "sqlfluff" in name)
+    store = MemoryStore()
+    result = ctxfold.AutoCompressor(reversible=True, store=store).compress(
+        msgs, budget=8000, counter=COUNTER
+    )
+    rewritten = [d.index for d in result.trace if d.action == "compressed"]
+    assert rewritten, "at this budget the example shortens a message in place"
+    tool = ctxfold.expand_tool(store)
+    marked = [m for m in result.messages if m.role == msgs[rewritten[0]].role]
+    entry = next(MARKER.search(m.text).group(1) for m in marked if MARKER.search(m.text))
+    original = tool(entry)
+    assert original == tool(f"[expand {entry}]")  # the marker as the model saw it
+    assert msgs[rewritten[0]].text in original
+
+
+def test_long_results_come_in_pages_that_rebuild_the_text(folded):
+    _, result, store = folded
+    tool = ctxfold.expand_tool(store, max_tokens=300)
+    whole = ctxfold.expand(result.round_id, store=store)
+    assert COUNTER.count_text(whole) > 1000
+    pages = []
+    page = 1
+    while True:
+        text = tool(result.round_id, page)
+        body, footer = text.rsplit("[page ", 1)
+        assert footer.startswith(f"{page} of ")
+        pages.append(body)
+        assert COUNTER.count_text(body) <= 300
+        if "for more" not in footer:
+            break
+        assert f"page={page + 1}" in footer
+        page += 1
+    assert len(pages) > 3
+    assert "".join("".join(pages).split()) == "".join(whole.split())  # nothing lost
+    assert "ask for one from 1 to" in tool(result.round_id, page + 1)
+
+
+def test_one_enormous_line_is_cut_to_fit_a_page():
+    store = MemoryStore()
+    line = " ".join(f"token{k}" for k in range(4000))  # one line, ~8000 tokens
+    msgs = [ctxfold.Message("system", "s"), ctxfold.Message("user", line)]
+    msgs += [ctxfold.Message("assistant", "ok"), ctxfold.Message("user", "next")]
+    result = ctxfold.SlidingWindow(reversible=True, store=store).compress(msgs, budget=60)
+    tool = ctxfold.expand_tool(store, max_tokens=500)
+    first = tool(result.round_id)
+    assert COUNTER.count_text(first.rsplit("[page ", 1)[0]) <= 500
+    assert "token0 token1" in first
+
+
+def test_bad_calls_come_back_as_advice_not_exceptions(folded):
+    _, result, store = folded
+    tool = ctxfold.expand_tool(store)
+    assert "nothing is stored under '0123456789'" in tool("0123456789")
+    assert "Pass the id" in tool("  ")
+    assert "whole number" in tool(result.round_id, 0)
+    assert "whole number" in tool(result.round_id, "2")  # type: ignore[arg-type]
+    with pytest.raises(ctxfold.ConfigurationError, match="max_tokens"):
+        ctxfold.expand_tool(store, max_tokens=10)
+    with pytest.raises(ctxfold.ConfigurationError, match="name"):
+        ctxfold.expand_tool(store, name=" ")
+
+
+def test_definitions_for_the_chat_apis_and_answers_to_tool_calls(folded):
+    _, result, store = folded
+    tool = ctxfold.expand_tool(store)
+    spec = tool.to_openai()
+    assert spec["type"] == "function" and spec["function"]["name"] == "expand"
+    assert spec["function"]["parameters"]["required"] == ["id"]
+    assert "[expand <id>]" in spec["function"]["description"]
+    assert tool.to_anthropic()["input_schema"] == tool.parameters
+    call = {
+        "id": "call_7",
+        "type": "function",
+        "function": {"name": "expand", "arguments": json.dumps({"id": result.round_id})},
+    }
+    reply = tool.answer(call)
+    assert reply.role == "tool" and reply.tool_call_id == "call_7"
+    assert reply.text == tool(result.round_id)
+    again = tool.answer(ToolCall("call_8", "expand", json.dumps({"id": result.round_id})))
+    assert again.tool_call_id == "call_8" and again.text == reply.text
+    broken = tool.answer(ToolCall("call_9", "expand", "{not json"))
+    assert "JSON object" in broken.text
+    assert asyncio.run(tool.acall(result.round_id)) == reply.text
+
+
+def test_the_default_store_is_the_one_compressors_use_by_default():
+    msgs = next(m for name, m in example_conversations() if "sqlfluff" in name)
+    result = ctxfold.AutoCompressor(reversible=True).compress(msgs, budget=3000)
+    assert "Rule L060" in ctxfold.expand_tool()(result.round_id, 1)
+
+
+def test_langchain_tool_answers_a_tool_call(folded):
+    from langchain_core.messages import ToolMessage
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+
+    from langchain_ctx import expand_tool
+
+    _, result, store = folded
+    tool = expand_tool(store)
+    schema = convert_to_openai_tool(tool)["function"]
+    assert schema["name"] == "expand" and schema["parameters"]["required"] == ["id"]
+    out = tool.invoke(
+        {"type": "tool_call", "id": "c1", "name": "expand", "args": {"id": result.round_id}}
+    )
+    assert isinstance(out, ToolMessage) and out.tool_call_id == "c1"
+    assert out.content == ctxfold.expand_tool(store)(result.round_id)
+    later = asyncio.run(tool.ainvoke({"id": result.round_id, "page": 1}))
+    assert later == out.content
+
+
+def test_llamaindex_tool_answers_a_call(folded):
+    from llamaindex_ctx import expand_tool
+
+    _, result, store = folded
+    tool = expand_tool(store)
+    params = tool.metadata.get_parameters_dict()
+    assert params["required"] == ["id"] and "page" in params["properties"]
+    assert tool.metadata.name == "expand"
+    out = tool.call(id=result.round_id)
+    assert out.content == ctxfold.expand_tool(store)(result.round_id)
+    assert asyncio.run(tool.acall(id=result.round_id, page=1)).content == out.content
