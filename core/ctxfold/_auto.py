@@ -84,6 +84,8 @@ _NOTE_OVERHEAD = 20  # the note's own message overhead and header
 _AGENT_RECENT = 0.25  # default recent_share with tool calls in the history
 _CHAT_RECENT = 0.1  # and without
 _MIN_SUMMARY = 16  # tokens: an LLM summary shorter than this says nothing
+_MIN_FILL = 3  # tokens: less room than this holds no identifier
+_ALSO = "Also mentioned: "
 
 
 @dataclass(frozen=True)
@@ -191,6 +193,7 @@ class _Fitted(NamedTuple):
     trace: list[Decision]
     note_at: int | None
     plans: dict[int, _Plan]
+    pool: Sequence[tuple[str, float]] = ()  # identifiers worth listing, best first
 
 
 class _Item(NamedTuple):
@@ -296,6 +299,7 @@ class AutoCompressor(BaseCompressor):
     ) -> tuple[Sequence[Message], list[Decision], Mapping[str, int]]:
         tokens = [counter.count_message(m) for m in messages]
         fitted = self._fit(messages, tokens, budget=budget, counter=counter, grouping=grouping)
+        fitted = self._fill(fitted, budget, counter)
         out, trace, note_at = fitted.messages, fitted.trace, fitted.note_at
         if note_at is not None:
             out = self._summarize_note(messages, out, trace, note_at, counter)
@@ -416,10 +420,10 @@ class AutoCompressor(BaseCompressor):
                 )
                 total = counter.count_messages(out)
                 if total <= budget and (topped_up or budget - total <= 0.03 * free_room):
-                    return _Fitted(out, trace, note_at, plans)
+                    return _Fitted(out, trace, note_at, plans, pool)
                 if total <= budget:  # estimates ran low: fill the room left, once
                     topped_up = True
-                    best = _Fitted(out, trace, note_at, plans)
+                    best = _Fitted(out, trace, note_at, plans, pool)
                     self._select(
                         items,
                         plans,
@@ -471,6 +475,55 @@ class AutoCompressor(BaseCompressor):
                     what="the shortest note on the folded messages",
                 )
         return _Fitted(out, trace, note_at, plans)
+
+    @staticmethod
+    def _fill(fitted: _Fitted, budget: int, counter: TokenCounter) -> _Fitted:
+        """Room the selection's estimates left: the next identifiers of the pool that
+        fit, counted exactly, added to the note's list."""
+        out, at = fitted.messages, fitted.note_at
+        if at is None or not fitted.pool:
+            return fitted
+        note = out[at]
+        meta = dict(note.metadata[NOTE_KEY])
+        room = budget - counter.count_messages(out)
+        if room < _MIN_FILL or "codebook" in meta or not isinstance(note.content, str):
+            return fitted  # a codebook note is decoded as a whole: leave it be
+        text = note.content
+        shown = "\n".join(
+            m.text + " " + " ".join(c.arguments for c in m.tool_calls)
+            for k, m in enumerate(out)
+            if k != at
+        )
+        seen = _lookup(shown, len(fitted.pool))
+        listing = text.rsplit("\n", 1)[-1].startswith(_ALSO)
+        added: list[str] = []
+        misses = 0
+        for value, _ in fitted.pool:
+            if room < _MIN_FILL or misses > 20:
+                break
+            if value in seen or value in text:  # shown, listed, or inside a listed one
+                continue
+            piece = (", " if listing else f"\n{_ALSO}") + value
+            cost = counter.count_text(piece)
+            if cost > room:
+                misses += 1
+                continue
+            text += piece
+            listing = True
+            room -= cost
+            added.append(value)
+        listed = list(meta.get("listed", ()))
+        while added:  # pieces counted alone may merge differently: check the whole
+            meta["listed"] = [*listed, *added]
+            filled = [
+                *out[:at],
+                replace(note, content=text, metadata={NOTE_KEY: meta}),
+                *out[at + 1 :],
+            ]
+            if counter.count_messages(filled) <= budget:
+                return fitted._replace(messages=filled)
+            text = text[: text.rindex(added.pop())].removesuffix(", ").removesuffix(f"\n{_ALSO}")
+        return fitted
 
     # --------------------------------------------------------------- phase A: plans
 
@@ -927,7 +980,7 @@ class AutoCompressor(BaseCompressor):
         listed = [v for v in listed if joined.count(v) == 1]
         body = list(lines)
         if listed:
-            body.append("Also mentioned: " + ", ".join(listed))
+            body.append(_ALSO + ", ".join(listed))
         meta: dict[str, Any] = {"folded": folded, "listed": candidates}
         text = "\n".join(body)
         layers = self.layers
