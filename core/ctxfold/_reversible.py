@@ -46,6 +46,7 @@ _MIN_BLOCK = 16  # the bare round tag as a message
 _MIN_REFERENCES = 32  # tokens: the references' header, a group's label and a few items
 _MAX_TRIES = 5
 _SAMPLE_ID = "5f3a9c21d7"  # for estimating what a round's head costs
+_HEAD_SHARE = 50  # a note's full round line when it takes at most 1/50 of the free budget
 _NO_ROOM = (
     "reversible: the round's tag and markers (about {reserve} tokens) do not fit "
     "beside the pinned messages, so this result is not reversible; raise the budget to "
@@ -169,10 +170,16 @@ def compress_reversibly(
     add the tag and the references, and store every original; shrink and retry until
     the whole fits ``budget``."""
     store = get_store(compressor.store)
-    if compressor.lists_identifiers:  # its note will carry the round: a longer head
+    if compressor.lists_identifiers:  # its note will carry the round in its first line
         what = f"{earlier(len(messages))} condensed"
-        reserve = counter.count_text(round_heads(_SAMPLE_ID, what)[0])
-        reserve -= counter.count_text(note_head(what))
+        heads = round_heads(_SAMPLE_ID, what)
+        pinned = getattr(compressor, "pin_roles", ("system", "developer"))
+        free = budget - counter.count_messages([m for m in messages if m.role in pinned])
+        full = counter.count_text(heads[0])
+        # In a tight budget the round's description is worth less than what the note
+        # would drop for it: reserve for the bare tag (a longer head is used if it fits).
+        head = full if full * _HEAD_SHARE <= free else counter.count_text(heads[-1])
+        reserve = max(head - counter.count_text(note_head(what)), 0)
     else:  # a block with the round and the references
         reserve = max(cap_of(compressor, budget), _FIXED_RESERVE)
     for _ in range(_MAX_TRIES):
