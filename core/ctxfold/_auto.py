@@ -111,6 +111,18 @@ def _lookup(text: str, n: int) -> str | TokenSet:
     return TokenSet(text) if n > 32 and len(text) > 2000 else text
 
 
+def _id_cost(ident: str) -> float:
+    """Estimated tokens of an identifier in the note's list, with its separator."""
+    return (len(ident) + 2) / 3.2
+
+
+def _id_value(ident: str, weight: float) -> float:
+    """How much listing an identifier is worth against a sentence's value per token: its
+    weight, discounted for a long one (by the square root: a path is worth more than a
+    short id, but not in proportion to its length)."""
+    return weight * 0.5 * math.sqrt(4.0 / max(_id_cost(ident), 4.0))
+
+
 class _LRU:
     """A small thread-safe LRU map (analyses of messages, shared by all instances)."""
 
@@ -498,7 +510,8 @@ class AutoCompressor(BaseCompressor):
         listing = text.rsplit("\n", 1)[-1].startswith(_ALSO)
         added: list[str] = []
         misses = 0
-        for value, _ in fitted.pool:
+        ranked = sorted(fitted.pool, key=lambda vw: -_id_value(*vw))  # as the selection does
+        for value, _ in ranked:
             if room < _MIN_FILL or misses > 20:
                 break
             if value in seen or value in text:  # shown, listed, or inside a listed one
@@ -738,10 +751,8 @@ class AutoCompressor(BaseCompressor):
         items: list[_Item] = []
         order = 0
         for k, (ident, weight) in enumerate(pool):
-            cost = (len(ident) + 2) / 3.2
-            items.append(
-                _Item(-weight * 0.5 * (4.0 / max(cost, 4.0)) ** 0.5, order, cost, _ID_ITEM, 0, k)
-            )
+            cost = _id_cost(ident)
+            items.append(_Item(-_id_value(ident, weight), order, cost, _ID_ITEM, 0, k))
             order += 1
         for i in old_idx:
             p = plans[i]
