@@ -1,18 +1,21 @@
-"""Reversible compaction on the shared data: what the block adds, what it costs, and
-whether every compressed history expands back exactly.
+"""Reversible compaction on the shared data: what it costs, what it keeps, and whether
+every compressed history expands back exactly.
 
     python benchmarks/reversible.py                    # budgets 10% and 25%
     python benchmarks/reversible.py --datasets tau_airline --fractions 0.1
 
-For ``auto`` with ``reversible=True`` (its default) and ``reversible=False``, and
-``trim_messages`` as the baseline, in the same run, per data set and budget (the
-system prompt plus a fraction of the other tokens, o200k_base):
+For ``auto`` with ``reversible=True`` (its default) and ``reversible=False``,
+``sliding_window`` reversible (a strategy without a note of its own: the round gets a
+block with references), and ``trim_messages`` as the baseline, in the same run, per
+data set and budget (the system prompt plus a fraction of the other tokens,
+o200k_base):
 
 - ids: of the probe identifiers found in the full history, the share still in the
-  output (the compressed text with its note and reference block);
+  output (its text, note and references);
 - round trip: the share of outputs that ``ctxfold.expand`` turns back into the input,
   byte for byte (OpenAI dicts), with every id found in the store;
-- block: the reference block's tokens as a share of the budget (median and maximum);
+- block: what reversibility adds to the output, as a share of the budget (median and
+  maximum): the line naming the round and the references after it;
 - fit: the share of outputs within the budget; ms: median per conversation, cold.
 """
 
@@ -34,8 +37,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from compare import ENC, budget_for, evaluate, text_of, trim_messages_method
 
 
-def run(records: list[dict[str, Any]], fraction: float, reversible: bool) -> dict[str, Any]:
+def block_tokens(result: ctxfold.CompressionResult) -> int:
+    """Tokens reversibility added: the round's line and the references after it."""
+    carrier = next((m for m in result.messages if m.metadata.get("ctxfold", {}).get("round")), None)
+    if carrier is None:
+        return 0
+    lines = carrier.text.split("\n")
+    refs = next((k for k, ln in enumerate(lines) if ln.startswith("[ctxfold references")), None)
+    return ENC.count_text("\n".join([lines[0], *(lines[refs:] if refs is not None else [])]))
+
+
+def run(
+    records: list[dict[str, Any]], fraction: float, strategy: str, **options: Any
+) -> dict[str, Any]:
     ids_found = ids_total = exact = fits = 0
+    reversible = options.get("reversible", False)
     shares: list[float] = []
     times: list[float] = []
     for rec in records:
@@ -43,7 +59,7 @@ def run(records: list[dict[str, Any]], fraction: float, reversible: bool) -> dic
         budget = budget_for(msgs, fraction)
         ctxfold.clear_caches()
         store = ctxfold.MemoryStore()
-        compressor = ctxfold.AutoCompressor(reversible=reversible, store=store)
+        compressor = ctxfold.resolve_strategy(strategy, store=store, **options)
         counter = TiktokenCounter(ENC.encoding)
         t = time.perf_counter()
         result = compressor.compress(from_openai(rec["messages"]), budget=budget, counter=counter)
@@ -57,12 +73,7 @@ def run(records: list[dict[str, Any]], fraction: float, reversible: bool) -> dic
         if reversible:
             back = ctxfold.expand(result, store=store)
             exact += back.complete and to_openai(back.messages) == to_openai(msgs)
-            block = [
-                m
-                for m in result.messages
-                if m.metadata.get("ctxfold", {}).get("kind") == "references"
-            ]
-            shares.append(sum(ENC.count_message(m) for m in block) / budget)
+            shares.append(block_tokens(result) / budget)
     n = len(records)
     return {
         "ids": ids_found / ids_total if ids_total else None,
@@ -103,8 +114,11 @@ def main(argv: list[str] | None = None) -> int:
         records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
         for fraction in args.fractions:
             rows = {
-                "auto reversible": run(records, fraction, True),
-                "auto (reversible=False)": run(records, fraction, False),
+                "auto (reversible, the default)": run(records, fraction, "auto", reversible=True),
+                "auto reversible=False": run(records, fraction, "auto", reversible=False),
+                "sliding_window reversible": run(
+                    records, fraction, "sliding_window", reversible=True, overflow="best_effort"
+                ),
             }
             if trim is not None:
                 r = evaluate(records, trim, fraction, 1)
