@@ -57,24 +57,13 @@ from ._summarize import (
     segments_of,
 )
 from ._summarizing import fit_summary
-from ._text import TokenSet, find_identifiers, json_strings, json_values
+from ._text import KIND_WEIGHT, TokenSet, find_identifiers, json_strings, json_values
 from ._tokens import TokenCounter
 from ._units import Grouping, Unit, split_pinned
 from .exceptions import ConfigurationError
 
 __all__ = ["AutoCompressor", "clear_caches"]
 
-_KIND_WEIGHT = {
-    "path": 3.0,
-    "url": 3.0,
-    "id": 2.5,
-    "value": 2.0,
-    "code": 2.0,
-    "date": 2.0,
-    "dotted": 1.5,
-    "snake": 1.2,
-    "camel": 1.2,
-}
 _ID_ITEM = -2  # _Item.plan of an identifier to list in the note
 _TAG_COST = 3.0  # tokens a speaker tag and line break cost in the note
 _NO_WORDS: frozenset[str] = frozenset()
@@ -1030,7 +1019,7 @@ class AutoCompressor(BaseCompressor):
                 kind_of.setdefault(value, kind)
                 first.setdefault(value, i)
         weight = {
-            v: _KIND_WEIGHT.get(kind_of[v], 1.0)
+            v: KIND_WEIGHT.get(kind_of[v], 1.0)
             * (1 + math.log(freq[v]))
             * (3.0 if first[v] == task else 1.0)
             for v in freq

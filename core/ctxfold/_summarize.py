@@ -10,8 +10,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol, runtime_checkable
 
-from ._adapters import Piece
-from ._text import find_identifiers, split_lines, split_sentences
+from ._adapters import Piece, split_message_text
+from ._layers import minify_json
+from ._text import KIND_WEIGHT, find_identifiers, split_lines, split_sentences
+from ._tokens import TokenCounter
 
 __all__ = ["ExtractiveSummarizer", "ScoreContext", "Summarizer", "render", "segments_of"]
 
@@ -479,3 +481,116 @@ class ExtractiveSummarizer:
 def _is_lines(text: str) -> bool:
     lines = text.splitlines()
     return len(lines) >= 4 and sum(len(ln) < 100 for ln in lines) * 10 >= len(lines) * 7
+
+
+_ALSO_IN_FULL = "[also in the full text: "
+_ID_SHARE = 4  # the identifiers of the cut parts take at most 1/4 of the allowance
+
+
+def shorten(text: str, max_tokens: int, counter: TokenCounter, *, goal: str = "") -> str:
+    """``text`` within ``max_tokens`` tokens (exact, by ``counter``), shortened the way
+    the engine shortens a message: JSON minified, the format adapters' preserved parts
+    kept (code blocks, a log's error lines, a table's header), the best sentences or
+    lines of the rest, each gap marked; the identifiers of what was cut (paths, URLs,
+    ids) listed at the end, so they stay findable."""
+    if counter.count_text(text) <= max_tokens:
+        return text
+    mini = minify_json(text)
+    if mini is not None:
+        if counter.count_text(mini) <= max_tokens:
+            return mini
+        text = mini
+    pieces, _ = split_message_text(text)
+    if sum(len(p.text) for p in pieces) > len(text):
+        pieces = [Piece(text, keep=False)]
+    pieces = [  # line-shaped output is cut by lines, whatever adapter split it
+        Piece(p.text, keep=False, mode="lines", weight=p.weight)
+        if not p.keep and p.mode == "prose" and _is_lines(p.text)
+        else p
+        for p in pieces
+    ]
+    segments = [segments_of(p) if not p.keep else [p.text] for p in pieces]
+    flat = [seg for p, segs in zip(pieces, segments, strict=True) if not p.keep for seg in segs]
+    ctx = ScoreContext.build(flat, goal)
+    found: dict[str, str] = {}
+    for kind, value, _, _ in find_identifiers(text):
+        found.setdefault(value, kind)
+    ranked_ids = sorted(found, key=lambda v: -KIND_WEIGHT.get(found[v], 1.0))
+    cpt = max(len(text) / max(counter.count_text(text), 1), 1.0)
+    allowance = float(max_tokens)
+    for _ in range(6):
+        body = _select(pieces, segments, ctx, allowance * cpt * (1 - 1 / _ID_SHARE))
+        missing = [v for v in ranked_ids if v not in body]
+        out = body + _also(missing, max_tokens // _ID_SHARE, counter)
+        n = counter.count_text(out)
+        if n <= max_tokens:
+            return out
+        allowance *= max_tokens / n * 0.95
+    cut = text[: int(max_tokens * cpt * 0.5)]
+    while cut and counter.count_text(cut + " [...]") > max_tokens:
+        cut = cut[: len(cut) * 3 // 4]
+    return cut + " [...]" if cut else ""
+
+
+def _select(
+    pieces: Sequence[Piece], segments: Sequence[list[str]], ctx: ScoreContext, chars: float
+) -> str:
+    """The pieces with the segments worth the most per character within ``chars``;
+    preserved pieces first, unless they alone are too long (then they compete too)."""
+    fixed = sum(len(p.text) for p in pieces if p.keep)
+    compete = fixed > chars / 2
+    cands = [
+        (score(seg, ctx) / max(len(seg), 12), pi, si)
+        for pi, (p, segs) in enumerate(zip(pieces, segments, strict=True))
+        if compete or not p.keep
+        for si, seg in enumerate(segs)
+    ]
+    cands.sort(key=lambda c: (-c[0], c[1], c[2]))
+    used = 0.0 if compete else float(fixed)
+    chosen = [
+        [not compete and p.keep] * len(segs) for p, segs in zip(pieces, segments, strict=True)
+    ]
+    for _, pi, si in cands:
+        seg = segments[pi][si]
+        if used + len(seg) <= chars:
+            chosen[pi][si] = True
+            used += len(seg)
+    parts: list[str] = []
+    for p, segs, ch in zip(pieces, segments, chosen, strict=True):
+        if p.keep and not compete:
+            parts.append(p.text)
+        elif any(ch):
+            part = render(Piece(p.text, keep=False, mode=p.mode), segs, ch)
+            if part.startswith("[") and parts and not parts[-1].endswith("\n"):
+                part = "\n" + part
+            parts.append(part)
+        elif not p.keep and p.text.strip():  # nothing of it chosen: say so
+            cut = f"[... {len(segs)} lines omitted]" if p.mode == "lines" else "[...]"
+            sep = "" if not parts or parts[-1].endswith("\n") else "\n"
+            parts.append(f"{sep}{cut}\n")
+    return _merge_gaps("".join(parts)).strip("\n") or "[...]"
+
+
+_GAPS = re.compile(r"\[\.\.\. (\d+) lines? omitted\]\n\[\.\.\. (\d+) lines? omitted\]")
+
+
+def _merge_gaps(text: str) -> str:
+    """One gap mark where pieces left two in a row."""
+    while True:
+        merged = _GAPS.sub(lambda m: f"[... {int(m[1]) + int(m[2])} lines omitted]", text)
+        if merged == text:
+            return text
+        text = merged
+
+
+def _also(missing: Sequence[str], max_tokens: int, counter: TokenCounter) -> str:
+    """The line naming identifiers only the full text has, within ``max_tokens``."""
+    if not missing:
+        return ""
+    listed: list[str] = []
+    for value in missing:
+        line = f"\n{_ALSO_IN_FULL}{', '.join([*listed, value])}]"
+        if counter.count_text(line) > max_tokens:
+            break
+        listed.append(value)
+    return f"\n{_ALSO_IN_FULL}{', '.join(listed)}]" if listed else ""

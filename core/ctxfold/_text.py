@@ -11,6 +11,7 @@ from bisect import bisect_right
 from collections.abc import Iterator
 
 __all__ = [
+    "KIND_WEIGHT",
     "TokenSet",
     "find_identifiers",
     "protected_spans",
@@ -190,6 +191,19 @@ class TokenSet:
             return True
         return _DELIMITERS.search(value) is not None and value in self._text
 
+
+#: How much an identifier of each kind is worth keeping findable (a path or URL most).
+KIND_WEIGHT: dict[str, float] = {
+    "path": 3.0,
+    "url": 3.0,
+    "id": 2.5,
+    "value": 2.0,
+    "code": 2.0,
+    "date": 2.0,
+    "dotted": 1.5,
+    "snake": 1.2,
+    "camel": 1.2,
+}
 
 _INLINE_CODE = re.compile(r"`([^`\n]{2,80})`")
 _COMMAND = re.compile(r"[A-Za-z][\w.-]* \S")  # a command line: a word, then arguments
