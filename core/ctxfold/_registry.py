@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from importlib.metadata import entry_points
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 from ._auto import AutoCompressor
 from ._compressor import Compressor
@@ -29,6 +29,7 @@ __all__ = [
     "PROFILES",
     "load_config",
     "normalize",
+    "normalize_option",
     "register_strategy",
     "resolve_strategy",
     "strategies",
@@ -185,27 +186,48 @@ def normalize(option: Any, **overrides: Any) -> Compressor | None:
     defaults (``overrides`` are merged over those). Anything else raises
     :class:`ConfigurationError` naming the accepted forms.
     """
-    if option is None or option is False:
-        return None
+    return normalize_option(option, overrides, _strategy_of, keys=("strategy", "profile"))
+
+
+def _strategy_of(option: Any, options: dict[str, Any]) -> Compressor:
     if option is True:
-        return resolve_strategy("auto", **overrides)
+        return resolve_strategy("auto", **options)
     if isinstance(option, str):
         if option in PROFILES:
-            return _build(option, PROFILES[option], overrides)
-        return resolve_strategy(option, **overrides)
+            return _build(option, PROFILES[option], options)
+        return resolve_strategy(option, **options)
     if isinstance(option, (type, Compressor)):
-        return resolve_strategy(option, **overrides)
+        return resolve_strategy(option, **options)
+    raise ConfigurationError(f"cannot use {option!r} as a compression option; use {_FORMS}")
+
+
+T = TypeVar("T")
+
+
+def normalize_option(
+    option: Any,
+    overrides: Mapping[str, Any],
+    resolve: Callable[[Any, dict[str, Any]], T],
+    *,
+    keys: tuple[str, ...],
+) -> T | None:
+    """The one normalization every option shares: ``None``/``False`` -> off;
+    ``(target, options)`` and ``{keys[0]: target, **options}`` unwrap to ``target`` with
+    the options merged over its defaults (``overrides`` over those); anything else,
+    ``True`` included, goes to ``resolve(option, options)``, which raises for what it
+    cannot use."""
+    if option is None or option is False:
+        return None
     if isinstance(option, tuple) and len(option) == 2 and isinstance(option[1], Mapping):
-        return normalize(option[0], **{**dict(option[1]), **overrides})
+        return normalize_option(option[0], {**option[1], **overrides}, resolve, keys=keys)
     if isinstance(option, Mapping):
         opts = dict(option)
-        target = opts.pop("strategy", opts.pop("profile", None))
-        if target is None or isinstance(target, (bool, Mapping)):
-            raise ConfigurationError(
-                f"a strategy dict needs a 'strategy' (or 'profile') key; got {sorted(option)}"
-            )
-        return normalize(target, **{**opts, **overrides})
-    raise ConfigurationError(f"cannot use {option!r} as a compression option; use {_FORMS}")
+        targets = [opts.pop(k) for k in keys if k in opts]
+        if not targets or isinstance(targets[0], (bool, Mapping)):
+            names = " (or ".join(repr(k) for k in keys) + ")" * (len(keys) - 1)
+            raise ConfigurationError(f"a settings dict needs a {names} key; got {sorted(option)}")
+        return normalize_option(targets[0], {**opts, **overrides}, resolve, keys=keys)
+    return resolve(option, dict(overrides))
 
 
 def load_config(path: str | os.PathLike[str], *, section: str = "ctxfold") -> Compressor | None:
