@@ -65,6 +65,19 @@ from ._registry import (
     resolve_strategy,
     strategies,
 )
+from ._render import (
+    DEFAULT_SYSTEM,
+    BaseRenderer,
+    FullHistory,
+    PressureTriggered,
+    Renderer,
+    RenderStats,
+    SingleUserCoalesced,
+    normalize_renderer,
+    register_renderer,
+    render,
+    renderers,
+)
 from ._result import CompressionResult, CompressionStats, Decision
 from ._reversible import Expansion, expand, uncompress
 from ._semantic import SemanticCompressor
@@ -81,6 +94,7 @@ from ._summarize import ExtractiveSummarizer, Summarizer
 from ._summarizing import SummarizingCompressor
 from ._tokens import ApproxCounter, CallableCounter, TiktokenCounter, TokenCounter, get_counter
 from ._tool import ExpandTool, expand_tool
+from ._turns import ToolUse, Turn, as_turns, turns_from_messages
 from ._units import Grouping, Unit, group_units
 from .exceptions import (
     BudgetError,
@@ -90,6 +104,7 @@ from .exceptions import (
     CtxfoldError,
     ExpandError,
     InvalidMessageError,
+    InvalidTurnError,
     MissingDependencyError,
     SummarizerError,
 )
@@ -98,6 +113,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
+    "DEFAULT_SYSTEM",
     "DEFAULT_WEIGHTS",
     "EVENTS",
     "PROFILES",
@@ -106,6 +122,7 @@ __all__ = [
     "AutoCompressor",
     "BaseAdapter",
     "BaseCompressor",
+    "BaseRenderer",
     "BudgetError",
     "Cache",
     "CacheBackend",
@@ -129,23 +146,29 @@ __all__ = [
     "Expansion",
     "ExtractiveSummarizer",
     "FormatAdapter",
+    "FullHistory",
     "Grouping",
     "HierarchicalCompressor",
     "HybridCompressor",
     "InvalidMessageError",
+    "InvalidTurnError",
     "Layers",
     "MemoryBackend",
     "MemoryStore",
     "Message",
     "MissingDependencyError",
     "Piece",
+    "PressureTriggered",
     "RedisBackend",
     "RedisStore",
     "Reference",
     "ReferenceIndex",
+    "RenderStats",
+    "Renderer",
     "SQLiteBackend",
     "SQLiteStore",
     "SemanticCompressor",
+    "SingleUserCoalesced",
     "SlidingWindow",
     "Summarizer",
     "SummarizerError",
@@ -154,6 +177,8 @@ __all__ = [
     "TiktokenCounter",
     "TokenCounter",
     "ToolCall",
+    "ToolUse",
+    "Turn",
     "Unit",
     "VerbatimStore",
     "WordLlamaEmbedder",
@@ -161,6 +186,7 @@ __all__ = [
     "adapters",
     "as_messages",
     "as_summarizer",
+    "as_turns",
     "cache_key",
     "clear_caches",
     "compress",
@@ -177,17 +203,22 @@ __all__ = [
     "group_units",
     "load_config",
     "normalize",
+    "normalize_renderer",
     "off",
     "on",
     "reference_id",
     "register_adapter",
     "register_extractor",
+    "register_renderer",
     "register_strategy",
+    "render",
+    "renderers",
     "reset_extractors",
     "resolve_strategy",
     "strategies",
     "to_anthropic",
     "to_openai",
+    "turns_from_messages",
     "uncompress",
     "unregister_adapter",
     "unregister_extractor",

@@ -6,6 +6,7 @@ from the built-in that callers already catch, so ``except ValueError`` keeps wor
     CtxfoldError (Exception)
     ├── ConfigurationError (ValueError)    a setting or option is invalid
     ├── InvalidMessageError (ValueError)   a message cannot be read or converted
+    ├── InvalidTurnError (ValueError)      an agent turn cannot be read
     ├── BudgetError (ValueError)           the content that must be kept cannot fit
     ├── MissingDependencyError (ImportError)  an optional extra is not installed
     ├── CacheError (RuntimeError)          a cache backend cannot be reached or used
@@ -26,6 +27,7 @@ __all__ = [
     "CtxfoldError",
     "ExpandError",
     "InvalidMessageError",
+    "InvalidTurnError",
     "MissingDependencyError",
     "SummarizerError",
 ]
@@ -46,6 +48,17 @@ class InvalidMessageError(CtxfoldError, ValueError):
         self.reason = reason
         self.index = index
         where = f"message {index}: " if index is not None else ""
+        super().__init__(where + reason)
+
+
+class InvalidTurnError(CtxfoldError, ValueError):
+    """A turn (or one of its tool calls) is malformed; ``index`` is the turn's position,
+    when known."""
+
+    def __init__(self, reason: str, *, index: int | None = None) -> None:
+        self.reason = reason
+        self.index = index
+        where = f"turn {index}: " if index is not None else ""
         super().__init__(where + reason)
 
 
