@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import heapq
 import math
-import threading
-from collections import Counter, OrderedDict, defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, NamedTuple
@@ -42,6 +41,7 @@ from ._layers import (
     normalize_whitespace,
     truncate_observation,
 )
+from ._lru import LRU
 from ._messages import ROLES, Message, ToolCall
 from ._models import as_summarizer, speaker_tag, summarize, transcript
 from ._result import NOTE_KEY, Action, Decision, earlier, note_message
@@ -112,45 +112,18 @@ def _id_value(ident: str, weight: float) -> float:
     return weight * 0.5 * math.sqrt(4.0 / max(_id_cost(ident), 4.0))
 
 
-class _LRU:
-    """A small thread-safe LRU map (analyses of messages, shared by all instances)."""
-
-    def __init__(self, maxsize: int) -> None:
-        self._data: OrderedDict[Any, _Analysis] = OrderedDict()
-        self._maxsize = maxsize
-        self._lock = threading.Lock()
-
-    def get(self, key: Any) -> _Analysis | None:
-        with self._lock:
-            hit = self._data.get(key)
-            if hit is not None:
-                self._data.move_to_end(key)
-            return hit
-
-    def clear(self) -> None:
-        with self._lock:
-            self._data.clear()
-
-    def __len__(self) -> int:
-        return len(self._data)
-
-    def put(self, key: Any, value: _Analysis) -> None:
-        with self._lock:
-            self._data[key] = value
-            if len(self._data) > self._maxsize:
-                self._data.popitem(last=False)
-
-
-_ANALYSES = _LRU(5_000)
+_ANALYSES: LRU[_Analysis] = LRU(5_000)
 
 
 def clear_caches() -> None:
-    """Forget the cached analyses of messages and the references found in texts (for
-    cold timings, or to free memory)."""
+    """Forget the cached analyses of messages, the references found in texts and the
+    shortened texts (for cold timings, or to free memory)."""
     from ._references import clear_findings
+    from ._summarize import clear_shortened
 
     _ANALYSES.clear()
     clear_findings()
+    clear_shortened()
 
 
 @dataclass

@@ -10,8 +10,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol, runtime_checkable
 
-from ._adapters import Piece, split_message_text
+from ._adapters import Piece, registry_version, split_message_text
 from ._layers import minify_json
+from ._lru import LRU
 from ._text import KIND_WEIGHT, find_identifiers, split_lines, split_sentences
 from ._tokens import TokenCounter
 
@@ -487,14 +488,32 @@ _ALSO_IN_FULL = "[also in the full text: "
 _ID_SHARE = 4  # the identifiers of the cut parts take at most 1/4 of the allowance
 
 
+_SHORTENED: LRU[str] = LRU(4_096)
+
+
+def clear_shortened() -> None:
+    """Forget the memo of :func:`shorten` (``ctxfold.clear_caches`` calls this)."""
+    _SHORTENED.clear()
+
+
 def shorten(text: str, max_tokens: int, counter: TokenCounter, *, goal: str = "") -> str:
     """``text`` within ``max_tokens`` tokens (exact, by ``counter``), shortened the way
     the engine shortens a message: JSON minified, the format adapters' preserved parts
     kept (code blocks, a log's error lines, a table's header), the best sentences or
     lines of the rest, each gap marked; the identifiers of what was cut (paths, URLs,
-    ids) listed at the end, so they stay findable."""
+    ids) listed at the end, so they stay findable. Memoized: an agent's turns ask for
+    the same results again and again."""
     if counter.count_text(text) <= max_tokens:
         return text
+    key = (text, max_tokens, counter.name, goal, registry_version())
+    hit = _SHORTENED.get(key)
+    if hit is None:
+        hit = _shorten(text, max_tokens, counter, goal)
+        _SHORTENED.put(key, hit)
+    return hit
+
+
+def _shorten(text: str, max_tokens: int, counter: TokenCounter, goal: str) -> str:
     mini = minify_json(text)
     if mini is not None:
         if counter.count_text(mini) <= max_tokens:
@@ -512,6 +531,7 @@ def shorten(text: str, max_tokens: int, counter: TokenCounter, *, goal: str = ""
     segments = [segments_of(p) if not p.keep else [p.text] for p in pieces]
     flat = [seg for p, segs in zip(pieces, segments, strict=True) if not p.keep for seg in segs]
     ctx = ScoreContext.build(flat, goal)
+    values = [[score(seg, ctx) / max(len(seg), 12) for seg in segs] for segs in segments]
     found: dict[str, str] = {}
     for kind, value, _, _ in find_identifiers(text):
         found.setdefault(value, kind)
@@ -519,7 +539,7 @@ def shorten(text: str, max_tokens: int, counter: TokenCounter, *, goal: str = ""
     cpt = max(len(text) / max(counter.count_text(text), 1), 1.0)
     allowance = float(max_tokens)
     for _ in range(6):
-        body = _select(pieces, segments, ctx, allowance * cpt * (1 - 1 / _ID_SHARE))
+        body = _select(pieces, segments, values, allowance * cpt * (1 - 1 / _ID_SHARE))
         missing = [v for v in ranked_ids if v not in body]
         out = body + _also(missing, max_tokens // _ID_SHARE, counter)
         n = counter.count_text(out)
@@ -533,17 +553,21 @@ def shorten(text: str, max_tokens: int, counter: TokenCounter, *, goal: str = ""
 
 
 def _select(
-    pieces: Sequence[Piece], segments: Sequence[list[str]], ctx: ScoreContext, chars: float
+    pieces: Sequence[Piece],
+    segments: Sequence[list[str]],
+    values: Sequence[list[float]],
+    chars: float,
 ) -> str:
-    """The pieces with the segments worth the most per character within ``chars``;
-    preserved pieces first, unless they alone are too long (then they compete too)."""
+    """The pieces with the segments worth the most per character (``values``) within
+    ``chars``; preserved pieces first, unless they alone are too long (then they
+    compete too)."""
     fixed = sum(len(p.text) for p in pieces if p.keep)
     compete = fixed > chars / 2
     cands = [
-        (score(seg, ctx) / max(len(seg), 12), pi, si)
+        (values[pi][si], pi, si)
         for pi, (p, segs) in enumerate(zip(pieces, segments, strict=True))
         if compete or not p.keep
-        for si, seg in enumerate(segs)
+        for si in range(len(segs))
     ]
     cands.sort(key=lambda c: (-c[0], c[1], c[2]))
     used = 0.0 if compete else float(fixed)
