@@ -1,5 +1,5 @@
 """The ``ctxfold`` command: compress a conversation file, expand a compressed one back,
-or report token counts.
+render an agent run's turns afresh, or report token counts.
 
 Exit codes: 0 success, 1 a conversation cannot fit its budget (or, for ``expand``, the
 store lacks some originals), 2 bad input or usage.
@@ -11,6 +11,7 @@ import argparse
 import json
 import re
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,10 +20,12 @@ from typing import Any, TextIO
 from ._compressor import BaseCompressor
 from ._messages import Message, from_openai, to_openai
 from ._registry import resolve_strategy
+from ._render import normalize_renderer
 from ._result import CompressionResult
 from ._reversible import expand
 from ._store import get_store
 from ._tokens import TokenCounter, get_counter
+from ._turns import turns_from_messages
 from .exceptions import BudgetError, CtxfoldError, InvalidMessageError
 
 __all__ = ["main"]
@@ -183,16 +186,7 @@ def _cmd_compress(args: argparse.Namespace) -> int:
         results.append((conv, result))
 
     for conv, result in results:
-        if args.format == "text":
-            sys.stdout.write(_render_text(result.messages) + "\n")
-            continue
-        payload: Any = result.to_openai()
-        if conv.record is not None:
-            payload = {**conv.record, "messages": payload}
-        if jsonl:
-            sys.stdout.write(json.dumps(payload, ensure_ascii=False) + "\n")
-        else:
-            sys.stdout.write(json.dumps(payload, ensure_ascii=False, indent=2) + "\n")
+        _write(conv, result.messages, jsonl, args.format)
 
     actions = [a for a in _ACTIONS if any(r.decision_counts().get(a) for _, r in results)]
     rows = [
@@ -260,12 +254,57 @@ def _cmd_expand(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             code = 1
-        payload: Any = to_openai(back.messages)
-        if conv.record is not None:
-            payload = {**conv.record, "messages": payload}
-        indent = None if jsonl else 2
-        sys.stdout.write(json.dumps(payload, ensure_ascii=False, indent=indent) + "\n")
+        _write(conv, back.messages, jsonl, "openai")
     return code
+
+
+def _write(conv: Conversation, messages: Sequence[Message], jsonl: bool, fmt: str) -> None:
+    """One conversation's messages to stdout, in the shape it was read in."""
+    if fmt == "text":
+        sys.stdout.write(_render_text(messages) + "\n")
+        return
+    payload: Any = to_openai(messages)
+    if conv.record is not None:
+        payload = {**conv.record, "messages": payload}
+    indent = None if jsonl else 2
+    sys.stdout.write(json.dumps(payload, ensure_ascii=False, indent=indent) + "\n")
+
+
+def _cmd_render(args: argparse.Namespace) -> int:
+    convs, jsonl = load_file(args.file)
+    options = {**_parse_options(args.option), "counter": args.counter}
+    renderer = normalize_renderer((args.renderer, options))
+    if renderer is None:  # pragma: no cover - argparse gives a name
+        raise CliError("--renderer needs a renderer name")
+    counter = get_counter(args.counter)
+    rows = [["conversation", "turns", "tokens before", "after", "calls", "lines", "ms"]]
+    outputs: list[tuple[Conversation, list[Message]]] = []
+    for conv in convs:
+        turns, context = turns_from_messages(conv.messages)
+        before = counter.count_messages(conv.messages)  # loads the tokenizer untimed
+        start = time.perf_counter()
+        try:
+            messages, stats = renderer.to_messages(turns, {}, context)
+        except BudgetError as exc:
+            raise CliError(f"{conv.label}: {exc}", code=1) from None
+        elapsed = (time.perf_counter() - start) * 1000
+        outputs.append((conv, messages))
+        rows.append(
+            [
+                conv.label,
+                str(stats.turns),
+                str(before),
+                str(stats.tokens),
+                f"{stats.tool_calls_shown}/{stats.tool_calls_total}",
+                f"{stats.output_lines_shown}/{stats.output_lines_total}",
+                f"{elapsed:.1f}",
+            ]
+        )
+    for conv, messages in outputs:
+        _write(conv, messages, jsonl, args.format)
+    print(f"renderer: {renderer.name()}, counter: {counter.name}", file=sys.stderr)
+    _table(rows, sys.stderr)
+    return 0
 
 
 def _cmd_stats(args: argparse.Namespace) -> int:
@@ -358,6 +397,26 @@ def build_parser() -> argparse.ArgumentParser:
     )
     e.add_argument("--store", required=True, help="the store given to compress --store")
     e.set_defaults(run=_cmd_expand)
+    r = sub.add_parser(
+        "render",
+        help="read an agent run into turns and render them afresh (as at its next turn)",
+    )
+    r.add_argument("file", help="a conversation file, as for compress")
+    r.add_argument(
+        "--renderer",
+        default="single_user_coalesced",
+        help="single_user_coalesced (default), full_history, pressure, or a registered name",
+    )
+    r.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a renderer option, e.g. --option max_tool_calls=10 or --option budget=4000",
+    )
+    r.add_argument("--counter", default="o200k_base")
+    r.add_argument("--format", choices=("openai", "text"), default="openai")
+    r.set_defaults(run=_cmd_render)
     s = sub.add_parser("stats", help="report token counts of conversations in a file")
     s.add_argument("file")
     s.add_argument("--counter", default="o200k_base")

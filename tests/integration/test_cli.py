@@ -188,3 +188,34 @@ def test_without_a_store_the_output_has_no_round_to_point_at(capsys):
     assert code == 0 and "[ctxfold round" not in out and "[expand " not in out
     code, out, _ = run(capsys, "compress", AIRLINE, "--budget", "1500", "--store", "ftp://nowhere")
     assert code == 2
+
+
+CODING = str(next(p for p in EXAMPLES if p.name == "coding_agent_sqlfluff.json"))
+
+
+def test_render_gives_the_coalesced_view_of_an_agent_run(capsys):
+    code, out, err = run(capsys, "render", CODING, "--option", "max_tool_calls=5")
+    assert code == 0
+    record = json.loads(out)
+    original = json.loads(Path(CODING).read_text())
+    assert record["id"] == original["id"]
+    assert [m["role"] for m in record["messages"]] == ["system", "user"]
+    assert record["messages"][0] == original["messages"][0]  # the run's own system prompt
+    user = record["messages"][1]["content"]
+    assert user.count("\n### turn ") == 5 and "### turn 43: bash(" in user
+    assert "renderer: single_user_coalesced" in err and "5/43" in err
+
+
+def test_render_full_history_gives_the_run_back(capsys):
+    code, out, _ = run(capsys, "render", CODING, "--renderer", "full_history")
+    assert code == 0
+    assert json.loads(out)["messages"] == json.loads(Path(CODING).read_text())["messages"]
+
+
+def test_render_errors_exit_with_one_line(capsys):
+    code, out, err = run(capsys, "render", CODING, "--option", "budget=300")
+    assert code == 1 and out == "" and "over the budget of 300" in err
+    code, _, err = run(capsys, "render", CODING, "--option", "max_tols=3")
+    assert code == 2 and "unknown option 'max_tols'" in err and len(err.splitlines()) == 1
+    code, _, err = run(capsys, "render", CODING, "--renderer", "nope")
+    assert code == 2 and "unknown renderer 'nope'" in err

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ctxfold
+from conftest import DATA_DIR, SKIP_NO_DATA, example_records
 from ctxfold import (
     BudgetError,
     ConfigurationError,
@@ -34,7 +35,6 @@ from ctxfold import (
 )
 from ctxfold._summarize import shorten
 from ctxfold.testing import check_tool_integrity
-from tests.conftest import DATA_DIR, SKIP_NO_DATA, example_records
 
 COUNTER = get_counter("o200k_base")
 _RETURNCODE = re.compile(r"<returncode>(\d+)</returncode>")
