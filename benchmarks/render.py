@@ -29,11 +29,18 @@ from pathlib import Path
 from typing import Any
 
 import ctxfold
-from ctxfold import FullHistory, PressureTriggered, SingleUserCoalesced, from_openai, to_openai
+from ctxfold import (
+    FullHistory,
+    PressureTriggered,
+    SingleUserCoalesced,
+    TiktokenCounter,
+    from_openai,
+    to_openai,
+)
 from ctxfold.testing import find_data_dir
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from compare import ctxfold_method, text_of, trim_messages_method
+from compare import ENC, ctxfold_method, text_of, trim_messages_method
 
 AGENT_SETS = ("mini_swe_agent", "swe_agent", "tau_airline")
 POINTS = 10
@@ -59,9 +66,10 @@ def run(records: list[dict[str, Any]], repeat: int) -> dict[str, Any]:
         full, fstats = full_r.to_messages(turns, {}, options)
         times = []
         for _ in range(repeat):
-            ctxfold.clear_caches()
+            ctxfold.clear_caches()  # cold: no memo, and a counter with an empty cache
+            fresh = {**options, "counter": TiktokenCounter(ENC.encoding)}
             t = time.perf_counter()
-            out, stats = coal_r.to_messages(turns, {}, options)
+            out, stats = coal_r.to_messages(turns, {}, fresh)
             times.append(time.perf_counter() - t)
         cold.append(statistics.median(times) * 1000)
         ctxfold.clear_caches()
