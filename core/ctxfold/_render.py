@@ -518,7 +518,8 @@ class SingleUserCoalesced(BaseRenderer):
             if nl or lines:
                 body.append(self._lines_section(lines, nl))
             body += tail
-            return [*system, Message("user", "\n\n".join(body))]
+            text = "\n\n".join(body) or "This is the first turn."  # never an empty message
+            return [*system, Message("user", text)]
 
         messages = build(n_calls, n_lines)
         tokens = counter.count_messages(messages)
@@ -580,8 +581,9 @@ class SingleUserCoalesced(BaseRenderer):
     def _calls(
         turns: tuple[Turn, ...], opts: dict[str, Any], counter: TokenCounter
     ) -> tuple[list[_Entry], list[bool]]:
-        """Every call of every turn, rendered (only the newest are ever shown, so the
-        older ones are rendered lazily: here, the last ``max_tool_calls``)."""
+        """One entry per call of every turn, oldest first, and whether its text was
+        cut. Only the newest ``max_tool_calls`` can be shown, so only they are
+        rendered; the others stay empty (they are counted, never shown)."""
         flat = [(t, c) for t, turn in enumerate(turns, 1) for c in turn.tool_calls]
         keep_from = max(len(flat) - opts["max_tool_calls"], 0)
         last = len(turns)
@@ -595,7 +597,9 @@ class SingleUserCoalesced(BaseRenderer):
             args = shorten(c.arguments, opts["max_argument_tokens"], counter)
             head = f"### turn {t}: {c.name}({args})"
             if c.error is not None:
-                if t == last:
+                if t == last and c.error == turns[-1].error:  # said once, in the error block
+                    body, cut = "error: in the error block below", False
+                elif t == last:
                     err = shorten(c.error, opts["max_error_tokens"], counter)
                     body, cut = f"error:\n{err}", err != c.error
                 else:

@@ -247,6 +247,8 @@ def test_error_block_only_when_the_last_turn_failed_and_recovered_errors_collaps
     out, stats = SingleUserCoalesced().to_messages([fixed, failed])
     text = out[1].text
     assert "## Error in the last turn (turn 2)" in text and "most recent call last" in text
+    assert text.count("KeyError: 'seat'") == 1  # the call's error is the turn's: said once
+    assert "error: in the error block below" in text
     assert "since recovered" not in text and stats.errors_recovered == 0
 
 
@@ -260,6 +262,12 @@ def test_turns_left_and_the_final_turn_notice():
     assert last_line(9) == "Turns left: 5"
     assert last_line(5).startswith("This is your final turn")
     assert "Turns left" not in SingleUserCoalesced().to_messages(turns)[0][1].text
+
+
+def test_the_first_turn_still_gets_a_user_message():
+    out, stats = SingleUserCoalesced(system=None).to_messages([])
+    assert out == [Message("user", "This is the first turn.")] and stats.turns == 0
+    to_anthropic(out)
 
 
 def test_memory_samples_are_bounded():
