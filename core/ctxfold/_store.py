@@ -286,6 +286,18 @@ _FORMS = (
 )
 
 
+def sqlite_path(spec: str) -> str | None:
+    """The file a SQLite store spec names (``sqlite:///x.db`` or a ``.db`` path), ``""``
+    for ``sqlite://`` with no file, ``None`` for a spec of another kind."""
+    text = spec.strip()
+    low = text.lower()
+    if low.startswith("sqlite:"):
+        return text[len("sqlite://") :] if low.startswith("sqlite://") else text[7:]
+    if low.endswith((".db", ".sqlite", ".sqlite3")) and "://" not in text:
+        return text
+    return None
+
+
 def get_store(spec: VerbatimStore | str | os.PathLike[str] | None = None) -> VerbatimStore:
     """Resolve a store spec: ``None`` (one shared in-memory store per process, holding
     at most :data:`DEFAULT_MAX_BYTES`),
@@ -306,13 +318,11 @@ def get_store(spec: VerbatimStore | str | os.PathLike[str] | None = None) -> Ver
             return MemoryStore()
         if low.startswith(("redis://", "rediss://", "unix://")):
             return RedisStore(text)
-        if low.startswith("sqlite:"):
-            path = text[len("sqlite://") :] if low.startswith("sqlite://") else text[7:]
+        path = sqlite_path(text)
+        if path is not None:
             if not path:
                 raise ConfigurationError(f"store spec {spec!r} names no file; use {_FORMS}")
             return SQLiteStore(path)
-        if low.endswith((".db", ".sqlite", ".sqlite3")) and "://" not in text:
-            return SQLiteStore(text)
         raise ConfigurationError(f"unknown store spec {spec!r}; use {_FORMS}")
     if isinstance(spec, VerbatimStore):
         return spec

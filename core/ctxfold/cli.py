@@ -23,7 +23,7 @@ from ._registry import resolve_strategy
 from ._render import normalize_renderer
 from ._result import CompressionResult
 from ._reversible import expand
-from ._store import get_store
+from ._store import get_store, sqlite_path
 from ._tokens import TokenCounter, get_counter
 from ._turns import turns_from_messages
 from .exceptions import BudgetError, CtxfoldError, InvalidMessageError
@@ -238,6 +238,9 @@ def _cmd_compress(args: argparse.Namespace) -> int:
 
 
 def _cmd_expand(args: argparse.Namespace) -> int:
+    path = sqlite_path(args.store)
+    if path and not Path(path).exists():  # opening it would create an empty store
+        raise CliError(f"no store at {path}; give the --store that compress wrote to")
     store = get_store(args.store)
     target = args.target
     if _ID.fullmatch(target.strip()) and not Path(target).exists():  # an id, not a file

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import DATA_DIR, EXAMPLES, SKIP_NO_DATA
+from ctxfold import SQLiteStore
 from ctxfold.cli import main
 
 AIRLINE = str(next(p for p in EXAMPLES if p.name == "airline_support.json"))
@@ -174,7 +175,11 @@ def test_compress_with_a_store_is_reversible_and_expand_gives_the_original_back(
     code, text, _ = run(capsys, "expand", round_id, "--store", str(db))
     assert code == 0 and "user:" in text
 
-    code, partial, err = run(capsys, "expand", str(compressed), "--store", str(tmp_path / "x.db"))
+    missing = tmp_path / "x.db"
+    code, _, err = run(capsys, "expand", str(compressed), "--store", str(missing))
+    assert code == 2 and "no store at" in err and not missing.exists()  # none created
+    SQLiteStore(missing).close()  # a store, but another one
+    code, partial, err = run(capsys, "expand", str(compressed), "--store", str(missing))
     assert code == 1 and "the store lacks" in err
     assert json.loads(partial) == record  # nothing invented
     code, _, err = run(capsys, "expand", "0123456789", "--store", str(db))
