@@ -50,7 +50,8 @@ CASES = [
     ("file", "version 3.11 and 2.5/3 of it", {}, ["3.11", "2.5/3"]),
     (  # grep -A/-B context lines: the file, not the file glued to the line
         "file",
-        "src/rules/L060.py:12:    x = 1\nsrc/rules/L060.py-from a import b\ntest/t.py-40-    assert x",
+        "src/rules/L060.py:12:    x = 1\nsrc/rules/L060.py-from a import b\n"
+        "test/t.py-40-    assert x",
         {"src/rules/L060.py": None, "test/t.py": None},
         ["src/rules/L060.py-from", "test/t.py-40-"],
     ),
