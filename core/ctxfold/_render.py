@@ -375,8 +375,8 @@ def value_sample(value: Any, max_chars: int) -> str:
 
 def tool_line(tool: Any) -> str:
     """One line describing a tool: a string as it is; an OpenAI or Anthropic tool dict,
-    a function, or an object with ``name`` and ``description`` as
-    ``name(parameters): first line of the description``."""
+    a function, a LangChain or LlamaIndex tool, or any object with ``name`` and
+    ``description`` as ``name(parameters): first line of the description``."""
     if isinstance(tool, str):
         return tool.strip()
     if isinstance(tool, Mapping):
@@ -387,9 +387,15 @@ def tool_line(tool: Any) -> str:
         props = schema.get("properties", {}) if isinstance(schema, Mapping) else {}
         params = ", ".join(str(p) for p in props) if isinstance(props, Mapping) else ""
         return _described(f"{spec['name']}({params})", spec.get("description"))
-    name = getattr(tool, "name", None)
-    if isinstance(name, str) and not inspect.isroutine(tool) and not isinstance(tool, type):
-        return _described(name, getattr(tool, "description", None))
+    meta = getattr(tool, "metadata", None)  # a LlamaIndex tool keeps them there
+    for holder in (tool, meta):
+        name = getattr(holder, "name", None)
+        if isinstance(name, str) and not inspect.isroutine(tool) and not isinstance(tool, type):
+            head = name
+            args = getattr(tool, "args", None)  # a LangChain tool's parameters
+            if isinstance(args, Mapping):
+                head = f"{name}({', '.join(str(a) for a in args)})"
+            return _described(head, getattr(holder, "description", None))
     if callable(tool):
         fname = getattr(tool, "__name__", type(tool).__name__)
         try:
@@ -406,8 +412,10 @@ def tool_line(tool: Any) -> str:
 def _described(head: str, description: Any) -> str:
     if not isinstance(description, str) or not description.strip():
         return head
-    first = description.strip().splitlines()[0].strip()
-    return f"{head}: {first}"
+    lines = [ln.strip() for ln in description.strip().splitlines() if ln.strip()]
+    if lines[0].startswith(f"{head.split('(')[0]}("):  # a description that opens with
+        head, lines = lines[0], lines[1:]  # the signature (LlamaIndex's FunctionTool)
+    return f"{head}: {lines[0]}" if lines else head
 
 
 def _ints_said(numbers: Sequence[int]) -> str:

@@ -167,3 +167,28 @@ def test_wrong_object_types_are_rejected_clearly():
         from_langchain([{"role": "user", "content": "x"}])  # type: ignore[list-item]
     with pytest.raises(ctxfold.InvalidMessageError, match="LlamaIndex ChatMessage"):
         from_llamaindex(["x"])  # type: ignore[list-item]
+
+
+def test_framework_tools_are_described_for_the_coalesced_rendering():
+    from langchain_core.tools import tool
+    from llama_index.core.tools import FunctionTool
+
+    @tool
+    def grep(pattern: str, path: str = ".") -> str:
+        """Grep the repository.
+
+        Details."""
+        return pattern
+
+    def search(query: str, limit: int = 5) -> list:
+        """Search the code base.
+
+        Details."""
+        return []
+
+    out, _ = ctxfold.render([], tools=[grep, FunctionTool.from_defaults(fn=search)])
+    tools = out[1].text.split("## Tools\n", 1)[1].splitlines()
+    assert tools[0] == "- grep(pattern, path): Grep the repository."
+    # LlamaIndex's description opens with the signature (as it writes it): used as the head
+    assert tools[1].startswith("- search(query: ") and "limit: " in tools[1]
+    assert tools[1].endswith(": Search the code base.") and len(tools) == 2
