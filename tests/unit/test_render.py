@@ -467,10 +467,16 @@ def test_pressure_checks_its_settings():
 @pytest.mark.parametrize("name", ["mini_swe_agent", "swe_agent"])
 def test_coalesced_renderings_of_real_runs_keep_the_contract(name):
     renderer = SingleUserCoalesced()
+    pressure = PressureTriggered(trigger_tokens=8000)
     for record in records(name):
         messages = from_openai(record["messages"])
         turns, options = agent_turns(messages)
         out, stats = renderer.to_messages(turns, {}, options)
+        switched, why = pressure.to_messages(turns, {}, options)
+        if COUNTER.count_messages(messages) <= 8000:
+            assert shape(switched) == shape(messages) and why.trigger is None
+        else:
+            assert switched == out and why.trigger == "tokens"
         assert [m.role for m in out] == ["system", "user"], record["id"]
         to_openai(out), to_anthropic(out)
         assert stats.turns == len(turns) and stats.tokens == COUNTER.count_messages(out)
