@@ -36,22 +36,32 @@ if TYPE_CHECKING:
     from ._compressor import BaseCompressor
     from ._units import Grouping
 
-__all__ = ["Expansion", "expand", "marker", "uncompress"]
+__all__ = ["Expansion", "entry_id", "expand", "marker", "uncompress"]
 
-_ID_LENGTHS = (10, 16, 64)  # a longer id only when a shorter one is taken by other content
+_ID_LENGTHS = (12, 24, 64)  # digits; a longer id only when a shorter one holds other content
 _MARKER = re.compile(r"\[expand ([0-9a-f]{10,64})\]")
 _ROUND = re.compile(r"\[ctxfold round ([0-9a-f]{10,64})[:\]]")
 _FIXED_RESERVE = 28  # tokens first set aside for the round's tag and a few markers
 _MIN_BLOCK = 16  # the bare round tag as a message
 _MIN_REFERENCES = 32  # tokens: the references' header, a group's label and a few items
 _MAX_TRIES = 5
-_SAMPLE_ID = "5f3a9c21d7"  # for estimating what a round's head costs
+_SAMPLE_ID = "314159265358"  # for estimating what a round's head costs (any id costs that)
 _HEAD_SHARE = 50  # a note's full round line when it takes at most 1/50 of the free budget
 _NO_ROOM = (
     "reversible: the round's tag and markers (about {reserve} tokens) do not fit "
     "beside the pinned messages, so this result is not reversible; raise the budget to "
     "make it so"
 )
+
+
+def entry_id(digest: bytes, digits: int) -> str:
+    """The store id of content with this SHA-256 ``digest``: ``digits`` decimal digits.
+    Digits, because the tiktoken encodings cut a run of digits into groups of three, one
+    token each: a 12-digit id always costs 4 tokens (a 10-character hex id costs 4 to 7,
+    which made the room a round's tag needs a guess). Ids of older versions (hex) are
+    still read."""
+    width = min(len(digest), max(8, digits // 2))  # at least 64 bits behind the digits
+    return str(int.from_bytes(digest[:width], "big") % 10**digits).zfill(digits)
 
 
 def marker(entry_id: str) -> str:
@@ -116,13 +126,13 @@ class _Batch:
 
     def add_all(self, records: Sequence[Mapping[str, Any]]) -> list[str]:
         datas = [_encode(r) for r in records]
-        fulls = [hashlib.sha256(d).hexdigest() for d in datas]
+        digests = [hashlib.sha256(d).digest() for d in datas]
         ids = [""] * len(datas)
         todo = list(range(len(datas)))
         for n in _ID_LENGTHS:
             if not todo:
                 break
-            keys = [fulls[k][:n] for k in todo]
+            keys = [entry_id(digests[k], n) for k in todo]
             unknown = [key for key in dict.fromkeys(keys) if key not in self.entries]
             stored = dict(zip(unknown, self.store.get_many(unknown), strict=True))
             left = []

@@ -299,3 +299,39 @@ def test_store_specs():
         ctxfold.get_store("postgres://x")
     with pytest.raises(ctxfold.ConfigurationError, match="store must be"):
         ctxfold.get_store(42)  # type: ignore[arg-type]
+
+
+def test_ids_are_digits_so_a_tag_or_marker_costs_the_same_tokens_every_time():
+    import hashlib
+
+    from ctxfold._reversible import entry_id, marker, round_heads
+
+    ids = [entry_id(hashlib.sha256(str(k).encode()).digest(), 12) for k in range(500)]
+    assert all(re.fullmatch(r"\d{12}", i) for i in ids) and len(set(ids)) == 500
+    for name in ("o200k_base", "cl100k_base"):
+        counter = ctxfold.get_counter(name)
+        assert len({counter.count_text(marker(i)) for i in ids}) == 1
+        assert len({counter.count_text(round_heads(i, "")[0]) for i in ids}) == 1
+    longer = entry_id(hashlib.sha256(b"x").digest(), 24)
+    assert re.fullmatch(r"\d{24}", longer) and entry_id(hashlib.sha256(b"x").digest(), 64)
+
+
+def test_a_store_written_with_hex_ids_still_expands():
+    from ctxfold._reversible import _encode, _message_record
+
+    store = MemoryStore()
+    task, output = Message("user", "fix it"), Message("assistant", "the full answer")
+    round_record = {"k": "round", "in": ["aaaa000001", "aaaa000002"], "out": [], "hid": []}
+    round_record["out"] = [task.fingerprint]
+    round_record["hid"] = ["aaaa000002"]
+    store.put_many(
+        {
+            "aaaa000001": _encode(_message_record(task)),
+            "aaaa000002": _encode(_message_record(output)),
+            "bbbb00000f": _encode(round_record),
+        }
+    )
+    folded = [task, Message("assistant", "[ctxfold round bbbb00000f: 1 earlier message]")]
+    back = ctxfold.expand(folded, store=store)
+    assert back.complete and back.rounds == 1 and list(back.messages) == [task, output]
+    assert "the full answer" in ctxfold.expand("[expand aaaa000002]", store=store)
