@@ -9,6 +9,7 @@ import json
 import re
 from bisect import bisect_right
 from collections.abc import Iterator
+from typing import Any
 
 __all__ = [
     "KIND_WEIGHT",
@@ -252,22 +253,24 @@ def find_identifiers(text: str) -> Iterator[tuple[str, str, int, int]]:
             yield kind, tok, start, end
 
 
-def _strings(text: str) -> list[str] | None:
-    """The string values of a JSON document in document order, or None if not JSON."""
+def _strings(text: str) -> list[tuple[str, str]] | None:
+    """The string values of a JSON document in document order, each with the key it
+    sits under (a list's items under the list's key; ``""`` at the top), or None if
+    ``text`` is not JSON."""
     try:
         data = json.loads(text)
     except ValueError:
         return None
-    out: list[str] = []
-    stack = [data]
+    out: list[tuple[str, str]] = []
+    stack: list[tuple[str, Any]] = [("", data)]
     while stack:
-        item = stack.pop()
+        key, item = stack.pop()
         if isinstance(item, dict):
-            stack.extend(reversed(list(item.values())))
+            stack.extend(reversed([(str(k), v) for k, v in item.items()]))
         elif isinstance(item, list):
-            stack.extend(reversed(item))
+            stack.extend(reversed([(key, v) for v in item]))
         elif isinstance(item, str):
-            out.append(item)
+            out.append((key, item))
     return out
 
 
@@ -275,26 +278,28 @@ def json_strings(text: str) -> str:
     """The string values of a JSON document joined by newlines (escapes decoded), or
     ``text`` itself when it is not JSON: what tool arguments say, for scanning."""
     values = _strings(text)
-    return text if values is None else "\n".join(values)
+    return text if values is None else "\n".join(v for _, v in values)
 
 
 def json_values(text: str, *, names: bool = False) -> list[tuple[str, str]]:
     """Short code-like string values of a JSON document (``"PUNERT"``, ``"one_way"``):
-    in tool arguments and results these are ids even without digits. With ``names``
-    (tool-call arguments: what the agent acted on), single words count too
-    (``"Kevin"``, ``"economy"``). ``(kind, value)`` pairs of kind ``value``; empty if
-    ``text`` is not JSON."""
+    in tool arguments and results these are ids even without digits. A single word
+    counts when its key says it is a name (``"first_name": "Omar"``), or everywhere
+    with ``names`` (tool-call arguments: what the agent acted on: ``"Kevin"``,
+    ``"economy"``). ``(kind, value)`` pairs of kind ``value``; empty if ``text`` is not
+    JSON."""
     return [
         ("value", item)
-        for item in _strings(text) or ()
+        for key, item in _strings(text) or ()
         if 3 <= len(item) <= 40
         and item.split() == [item]
-        and (names or not (item.isalpha() and not item.isupper()))  # words, names
+        and (names or not (item.isalpha() and not item.isupper()) or _NAME_KEY.search(key))
         and _LETTER.search(item)
         and not _CLOCK.fullmatch(item)
     ]
 
 
+_NAME_KEY = re.compile(r"(?i)names?\Z")  # name, first_name, lastName, usernames, ...
 _QUOTED = re.compile(r"\"[^\"\n]{1,200}\"|`[^`\n]{1,200}`|'[^'\n]{2,200}'(?!\w)")
 
 

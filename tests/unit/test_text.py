@@ -54,7 +54,11 @@ def test_json_helpers():
     args = (
         '{"reservation_id": "PUNERT", "cabin": "economy", "n": 2, "name": "Mia", "t": "22:00:00"}'
     )
-    assert json_values(args) == [("value", "PUNERT")]
+    # a code-like value, and a word whose key says it is a name; not other words
+    assert json_values(args) == [("value", "PUNERT"), ("value", "Mia")]
+    person = '{"name": {"first_name": "Omar", "lastName": "Rossi"}, "city": "Houston"}'
+    assert json_values(person) == [("value", "Omar"), ("value", "Rossi")]
+    assert json_values('{"tags": ["Houston"], "usernames": ["Kevin"]}') == [("value", "Kevin")]
     assert json_strings('{"command": "cat a.py\\nls"}') == "cat a.py\nls"
     assert json_strings("not json") == "not json"
 
