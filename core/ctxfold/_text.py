@@ -106,7 +106,7 @@ _TOKEN_CHARS = r"[^\s\"'`<>()\[\]{},;|*=]"
 _CANDIDATE = re.compile(
     rf"(?<!{_TOKEN_CHARS}){_TOKEN_CHARS}*?(?:[/\\._0-9:]|[a-z][A-Z]){_TOKEN_CHARS}*"
 )
-_GREP_CONTEXT = re.compile(r"\.([A-Za-z0-9]{1,8})-")
+_GREP_CONTEXT = re.compile(r"\.([A-Za-z0-9]{1,8})(?:-|:(?![\d:]))")
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?")
 _INNER_CAP = re.compile(r"[a-z0-9][A-Z]")
 _CLOCK = re.compile(r"[\d:.+-]+[APap]?[Mm]?")
@@ -243,7 +243,7 @@ def find_identifiers(text: str) -> Iterator[tuple[str, str, int, int]]:
             end -= 1
         if len(tok) < 3 or (tok.isalpha() and (tok.islower() or tok[1:].islower())):
             continue  # too short, or a word at the end of a sentence
-        if "-" in tok:  # grep's context lines: src/a.py-12-code, src/a.py-from x ...
+        if ("-" in tok or ":" in tok) and "://" not in tok:  # grep: src/a.py-12-x, a.py:class
             ctx = _GREP_CONTEXT.search(tok)
             if ctx is not None and ctx.group(1).lower() in _EXT:
                 end -= len(tok) - ctx.end(1)

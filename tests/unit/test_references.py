@@ -51,9 +51,9 @@ CASES = [
     (  # grep -A/-B context lines: the file, not the file glued to the line
         "file",
         "src/rules/L060.py:12:    x = 1\nsrc/rules/L060.py-from a import b\n"
-        "test/t.py-40-    assert x",
-        {"src/rules/L060.py": None, "test/t.py": None},
-        ["src/rules/L060.py-from", "test/t.py-40-"],
+        "test/t.py-40-    assert x\nsrc/rules/L061.py:class Rule_L061(BaseRule):",
+        {"src/rules/L060.py": None, "test/t.py": None, "src/rules/L061.py": "path"},
+        ["src/rules/L060.py-from", "test/t.py-40-", "src/rules/L061.py:class"],
     ),
     # URLs
     (

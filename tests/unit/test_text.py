@@ -44,6 +44,17 @@ def test_identifiers_table(text, expected):
     assert [(k, v) for k, v, _, _ in find_identifiers(text)] == expected
 
 
+def test_grep_output_gives_files_and_keeps_node_ids_lines_and_urls():
+    text = "a/b.py:class X\na/c.py-12-  y\nt/d.py::test_e\ne.py:3:1 https://h.io/f.html-x"
+    assert [v for _, v, _, _ in find_identifiers(text) if "." in v] == [
+        "a/b.py",
+        "a/c.py",
+        "t/d.py::test_e",
+        "e.py:3:1",
+        "https://h.io/f.html-x",
+    ]
+
+
 def test_identifier_offsets_point_at_the_value():
     text = "x src/a.py, and HAT039."
     for _, value, start, end in find_identifiers(text):
