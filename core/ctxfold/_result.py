@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -35,6 +36,19 @@ def note_message(role: str, kind: str, what: str, body: str, **meta: Any) -> Mes
     A reversible round puts its id into that first line."""
     text = note_head(what) + (f"\n{body}" if body else "")
     return Message(role, text, metadata={NOTE_KEY: {"kind": kind, "what": what, **meta}})
+
+
+_NOTE_HEAD = re.compile(r"\[ctxfold(?: round [0-9a-f]{10,64})?[:\]]")
+
+
+def is_note(m: Message) -> bool:
+    """Whether ``m`` stands for earlier messages: a note or summary a strategy wrote,
+    known by its metadata or, in a history that went through OpenAI dicts, by its first
+    line. Fed back in, it is history like any other, not a pinned system prompt."""
+    meta = m.metadata.get(NOTE_KEY)
+    if isinstance(meta, Mapping) and "what" in meta:
+        return True
+    return m.role != "user" and m.role != "tool" and bool(_NOTE_HEAD.match(m.text))
 
 
 def earlier(count: int) -> str:

@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 
 from ._compressor import BaseCompressor, Overflow, check_choice, check_roles, overflow
 from ._messages import Message
-from ._result import Decision
+from ._result import Decision, is_note
 from ._tokens import TokenCounter
 from ._units import Grouping, Unit
 from .exceptions import ConfigurationError
@@ -76,7 +76,7 @@ class SlidingWindow(BaseCompressor):
         head_left = self.keep_first
         for unit in grouping.units:
             role = messages[unit.start].role
-            if len(unit) == 1 and role in self.pin_roles:
+            if len(unit) == 1 and role in self.pin_roles and not is_note(messages[unit.start]):
                 reasons[unit.start] = f"pinned:{role}"
             elif head_left:
                 head_left -= 1

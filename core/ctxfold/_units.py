@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ._messages import Message
+from ._result import is_note
 
 __all__ = ["Grouping", "Unit", "group_units"]
 
@@ -103,11 +104,13 @@ def group_units(messages: Sequence[Message]) -> Grouping:
 def split_pinned(
     messages: Sequence[Message], grouping: Grouping, pin_roles: Sequence[str]
 ) -> tuple[list[int], list[Unit]]:
-    """Indices of pinned one-message units, and the other units in order."""
+    """Indices of pinned one-message units, and the other units in order. A note an
+    earlier round wrote is never pinned: fed back in, it is the oldest history."""
     pinned: list[int] = []
     free: list[Unit] = []
     for u in grouping.units:
-        if len(u) == 1 and messages[u.start].role in pin_roles:
+        m = messages[u.start]
+        if len(u) == 1 and m.role in pin_roles and not is_note(m):
             pinned.append(u.start)
         else:
             free.append(u)

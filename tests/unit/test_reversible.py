@@ -335,3 +335,34 @@ def test_a_store_written_with_hex_ids_still_expands():
     back = ctxfold.expand(folded, store=store)
     assert back.complete and back.rounds == 1 and list(back.messages) == [task, output]
     assert "the full answer" in ctxfold.expand("[expand aaaa000002]", store=store)
+
+
+@pytest.mark.parametrize(
+    ("strategy", "as_dicts"), [("auto", False), ("auto", True), ("sliding_window", True)]
+)
+def test_a_history_compressed_every_turn_keeps_one_note_and_expands_whole(strategy, as_dicts):
+    # The agent loop: each turn the last output plus the new messages is compressed
+    # again. An earlier round's note is history, not a pinned system prompt: notes must
+    # not pile up until the newest messages no longer fit.
+    msgs = next(m for _, m in example_conversations() if len(m) == 87)  # the coding run
+    store = MemoryStore()
+    current: list = list(msgs[:2])
+    rounds = 0
+    for pos in range(2, len(msgs), 8):
+        current += msgs[pos : pos + 8]
+        result = ctxfold.compress(
+            current, budget=2500, strategy=strategy, store=store, reversible=True
+        )
+        assert result.stats.tokens_after <= 2500
+        assert not [w for w in result.warnings if "reversible" in w]  # every round is
+        rounds += result.round_id is not None
+        current = result.to_openai() if as_dicts else list(result.messages)
+        shown = ctxfold.from_openai(current) if as_dicts else current
+        notes = [m for m in shown if m.text.startswith("[ctxfold round ")]
+        assert len(notes) <= 1, [m.text[:40] for m in notes]  # never a pile of them
+        newest = msgs[min(pos + 8, len(msgs)) - 1]
+        if COUNTER.count_message(newest) <= 2500 // 4:  # within the recency window
+            assert shown[-1] == newest
+    back = ctxfold.expand(current, store=store)
+    assert back.complete and back.rounds >= 5 and back.rounds == rounds
+    assert list(back.messages) == list(msgs)
