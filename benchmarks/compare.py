@@ -53,7 +53,7 @@ def ctxfold_method(strategy: str, **options: Any) -> Method:
         msgs = from_openai(raw)  # fresh objects: no cached fingerprints
         counter = TiktokenCounter(ENC.encoding)  # shared encoding, empty count cache
         ctxfold.clear_caches()  # cold: no analyses from an earlier run
-        compressor = ctxfold.resolve_strategy(strategy, **options)
+        compressor = ctxfold.strategies.resolve_strategy(strategy, **options)
         t = time.perf_counter()
         try:
             result = compressor.compress(msgs, budget=budget, counter=counter)

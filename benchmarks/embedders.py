@@ -59,8 +59,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ctxfold._embed import Embedder, TfidfEmbedder, WordLlamaEmbedder, cosine_matrix
 from ctxfold.exceptions import MissingDependencyError
+from ctxfold.models.embedders import Embedder, TfidfEmbedder, WordLlamaEmbedder, cosine_matrix
 from ctxfold.testing import find_data_dir
 
 POSITIVE = 0.8

@@ -29,14 +29,8 @@ from pathlib import Path
 from typing import Any
 
 import ctxfold
-from ctxfold import (
-    FullHistory,
-    PressureTriggered,
-    SingleUserCoalesced,
-    TiktokenCounter,
-    from_openai,
-    to_openai,
-)
+from ctxfold import TiktokenCounter, from_openai, to_openai
+from ctxfold.rendering import FullHistory, PressureTriggered, SingleUserCoalesced
 from ctxfold.testing import find_data_dir
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

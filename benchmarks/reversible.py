@@ -59,7 +59,7 @@ def run(
         budget = budget_for(msgs, fraction)
         ctxfold.clear_caches()
         store = ctxfold.MemoryStore()
-        compressor = ctxfold.resolve_strategy(strategy, store=store, **options)
+        compressor = ctxfold.strategies.resolve_strategy(strategy, store=store, **options)
         counter = TiktokenCounter(ENC.encoding)
         t = time.perf_counter()
         result = compressor.compress(from_openai(rec["messages"]), budget=budget, counter=counter)

@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def make_cache() -> Cache:
         if args.backend == "sqlite":
-            return ctxfold.get_cache(f"sqlite:///{tmp.name}/cache-{next(serial)}.db")
+            return ctxfold.storage.get_cache(f"sqlite:///{tmp.name}/cache-{next(serial)}.db")
         return Cache()
 
     print(

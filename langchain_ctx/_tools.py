@@ -7,7 +7,7 @@ from typing import Any
 from langchain_core.tools import BaseTool, StructuredTool
 
 import ctxfold
-from ctxfold import VerbatimStore
+from ctxfold.storage import VerbatimStore
 
 __all__ = ["expand_tool"]
 

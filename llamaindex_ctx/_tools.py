@@ -7,7 +7,7 @@ from llama_index.core.tools import FunctionTool
 from pydantic import Field
 
 import ctxfold
-from ctxfold import VerbatimStore
+from ctxfold.storage import VerbatimStore
 
 __all__ = ["expand_tool"]
 

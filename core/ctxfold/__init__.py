@@ -4,224 +4,186 @@
 >>> result = ctxfold.compress(messages, budget=4000)        # doctest: +SKIP
 >>> result.to_openai(), result.stats.ratio                  # doctest: +SKIP
 
+The top level holds what a user needs; each family has its own subpackage:
+:mod:`ctxfold.strategies` (the strategies, their registry and profiles),
+:mod:`ctxfold.reversible` (rounds, expand, the expand tool), :mod:`ctxfold.rendering`
+(turns and renderers), :mod:`ctxfold.references`, :mod:`ctxfold.storage` (cache and
+verbatim stores), :mod:`ctxfold.models` (summarizers, embedders), :mod:`ctxfold.text`
+(layers, adapters, scoring), :mod:`ctxfold.testing` (the contract suite).
+
 Importing ctxfold loads only the standard library; tiktoken loads on first count.
 """
 
 from __future__ import annotations
 
 import logging
+from typing import Any
 
-from ._adapters import (
-    BaseAdapter,
-    FormatAdapter,
-    Piece,
-    adapters,
-    register_adapter,
-    unregister_adapter,
-)
 from ._api import compress
-from ._auto import AutoCompressor, clear_caches
-from ._cache import (
-    Cache,
-    CacheBackend,
-    CacheStats,
-    MemoryBackend,
-    RedisBackend,
-    SQLiteBackend,
-    cache_key,
-    get_cache,
-)
-from ._compressor import BaseCompressor, Compressor
-from ._embed import Embedder, TfidfEmbedder, WordLlamaEmbedder, get_embedder
-from ._hierarchical import DEFAULT_WEIGHTS, HierarchicalCompressor
-from ._hooks import EVENTS, Event, off, on
-from ._hybrid import HybridCompressor
-from ._layers import Codebook, Layers, decode
-from ._messages import (
-    ContentPart,
-    Message,
-    ToolCall,
-    as_messages,
-    from_anthropic,
-    from_openai,
-    to_anthropic,
-    to_openai,
-)
-from ._models import SUMMARY_PROMPT, CallableSummarizer, as_summarizer
-from ._references import (
-    Reference,
-    ReferenceIndex,
-    extractors,
-    reference_id,
-    register_extractor,
-    reset_extractors,
-    unregister_extractor,
-)
-from ._registry import (
-    PROFILES,
-    load_config,
-    normalize,
-    register_strategy,
-    resolve_strategy,
-    strategies,
-)
-from ._render import (
-    DEFAULT_SYSTEM,
-    BaseRenderer,
-    FullHistory,
-    PressureTriggered,
-    Renderer,
-    RenderStats,
-    SingleUserCoalesced,
-    normalize_renderer,
-    register_renderer,
-    render,
-    renderers,
-)
-from ._result import CompressionResult, CompressionStats, Decision
-from ._reversible import Expansion, expand, uncompress
-from ._semantic import SemanticCompressor
-from ._sliding_window import SlidingWindow
-from ._store import (
-    DEFAULT_MAX_BYTES,
-    MemoryStore,
-    RedisStore,
-    SQLiteStore,
-    VerbatimStore,
-    get_store,
-)
-from ._summarize import ExtractiveSummarizer, Summarizer
-from ._summarizing import SummarizingCompressor
-from ._tokens import ApproxCounter, CallableCounter, TiktokenCounter, TokenCounter, get_counter
-from ._tool import ExpandTool, expand_tool
-from ._turns import ToolUse, Turn, as_turns, turns_from_messages
-from ._units import Grouping, Unit, group_units
+from ._state import clear_caches
+from .contract import Compressor, Strategy
 from .exceptions import (
     BudgetError,
-    CacheEntryError,
     CacheError,
     ConfigurationError,
     CtxfoldError,
     ExpandError,
     InvalidMessageError,
-    InvalidTurnError,
     MissingDependencyError,
     SummarizerError,
 )
+from .messages import Message, ToolCall, from_anthropic, from_openai, to_anthropic, to_openai
+from .rendering import Turn, render
+from .result import CompressionResult
+from .reversible import expand, expand_tool
+from .storage import MemoryStore, RedisStore, SQLiteStore, get_store
+from .strategies import (
+    AutoCompressor,
+    BaseCompressor,
+    HierarchicalCompressor,
+    HybridCompressor,
+    SemanticCompressor,
+    SlidingWindow,
+    SummarizingCompressor,
+    normalize,
+    register_strategy,
+)
+from .tokens import get_counter
+
+# isort: split
+# Re-exported because the README's examples use them here; not part of ``__all__``.
+from . import exceptions as exceptions
+from .hooks import on as on
+from .messages import ContentPart as ContentPart
+from .models import SUMMARY_PROMPT as SUMMARY_PROMPT
+from .references import ReferenceIndex as ReferenceIndex
+from .references import register_extractor as register_extractor
+from .rendering import Renderer as Renderer
+from .rendering import normalize_renderer as normalize_renderer
+from .rendering import register_renderer as register_renderer
+from .rendering import turns_from_messages as turns_from_messages
+from .result import CompressionStats as CompressionStats
+from .result import Decision as Decision
+from .reversible import uncompress as uncompress
+from .storage import DEFAULT_MAX_BYTES as DEFAULT_MAX_BYTES
+from .storage import Cache as Cache
+from .strategies import load_config as load_config
+from .text import ExtractiveSummarizer as ExtractiveSummarizer
+from .text import Layers as Layers
+from .text import decode as decode
+from .text import register_adapter as register_adapter
+from .tokens import TiktokenCounter as TiktokenCounter
+from .units import group_units as group_units
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "DEFAULT_MAX_BYTES",
-    "DEFAULT_SYSTEM",
-    "DEFAULT_WEIGHTS",
-    "EVENTS",
-    "PROFILES",
-    "SUMMARY_PROMPT",
-    "ApproxCounter",
     "AutoCompressor",
-    "BaseAdapter",
     "BaseCompressor",
-    "BaseRenderer",
     "BudgetError",
-    "Cache",
-    "CacheBackend",
-    "CacheEntryError",
     "CacheError",
-    "CacheStats",
-    "CallableCounter",
-    "CallableSummarizer",
-    "Codebook",
     "CompressionResult",
-    "CompressionStats",
     "Compressor",
     "ConfigurationError",
-    "ContentPart",
     "CtxfoldError",
-    "Decision",
-    "Embedder",
-    "Event",
     "ExpandError",
-    "ExpandTool",
-    "Expansion",
-    "ExtractiveSummarizer",
-    "FormatAdapter",
-    "FullHistory",
-    "Grouping",
     "HierarchicalCompressor",
     "HybridCompressor",
     "InvalidMessageError",
-    "InvalidTurnError",
-    "Layers",
-    "MemoryBackend",
     "MemoryStore",
     "Message",
     "MissingDependencyError",
-    "Piece",
-    "PressureTriggered",
-    "RedisBackend",
     "RedisStore",
-    "Reference",
-    "ReferenceIndex",
-    "RenderStats",
-    "Renderer",
-    "SQLiteBackend",
     "SQLiteStore",
     "SemanticCompressor",
-    "SingleUserCoalesced",
     "SlidingWindow",
-    "Summarizer",
+    "Strategy",
     "SummarizerError",
     "SummarizingCompressor",
-    "TfidfEmbedder",
-    "TiktokenCounter",
-    "TokenCounter",
     "ToolCall",
-    "ToolUse",
     "Turn",
-    "Unit",
-    "VerbatimStore",
-    "WordLlamaEmbedder",
     "__version__",
-    "adapters",
-    "as_messages",
-    "as_summarizer",
-    "as_turns",
-    "cache_key",
     "clear_caches",
     "compress",
-    "decode",
     "expand",
     "expand_tool",
-    "extractors",
     "from_anthropic",
     "from_openai",
-    "get_cache",
     "get_counter",
-    "get_embedder",
     "get_store",
-    "group_units",
-    "load_config",
     "normalize",
-    "normalize_renderer",
-    "off",
-    "on",
-    "reference_id",
-    "register_adapter",
-    "register_extractor",
-    "register_renderer",
     "register_strategy",
     "render",
-    "renderers",
-    "reset_extractors",
-    "resolve_strategy",
-    "strategies",
     "to_anthropic",
     "to_openai",
-    "turns_from_messages",
-    "uncompress",
-    "unregister_adapter",
-    "unregister_extractor",
 ]
+
+#: Where the names the top level no longer holds live now.
+_MOVED = {
+    **dict.fromkeys(
+        ("PROFILES", "DEFAULT_WEIGHTS", "resolve_strategy", "registered"), "ctxfold.strategies"
+    ),
+    **dict.fromkeys(("EVENTS", "Event", "off"), "ctxfold.hooks"),
+    **dict.fromkeys(
+        (
+            "CallableSummarizer",
+            "as_summarizer",
+            "Summarizer",
+            "Embedder",
+            "TfidfEmbedder",
+            "WordLlamaEmbedder",
+            "get_embedder",
+        ),
+        "ctxfold.models",
+    ),
+    **dict.fromkeys(
+        ("Reference", "extractors", "reference_id", "reset_extractors", "unregister_extractor"),
+        "ctxfold.references",
+    ),
+    **dict.fromkeys(
+        (
+            "DEFAULT_SYSTEM",
+            "BaseRenderer",
+            "FullHistory",
+            "PressureTriggered",
+            "RenderStats",
+            "SingleUserCoalesced",
+            "ToolUse",
+            "as_turns",
+            "renderers",
+        ),
+        "ctxfold.rendering",
+    ),
+    **dict.fromkeys(("ExpandTool", "Expansion"), "ctxfold.reversible"),
+    **dict.fromkeys(
+        (
+            "CacheBackend",
+            "CacheStats",
+            "MemoryBackend",
+            "RedisBackend",
+            "SQLiteBackend",
+            "VerbatimStore",
+            "cache_key",
+            "get_cache",
+        ),
+        "ctxfold.storage",
+    ),
+    **dict.fromkeys(
+        ("BaseAdapter", "Codebook", "FormatAdapter", "Piece", "adapters", "unregister_adapter"),
+        "ctxfold.text",
+    ),
+    **dict.fromkeys(("ApproxCounter", "CallableCounter", "TokenCounter"), "ctxfold.tokens"),
+    **dict.fromkeys(("Grouping", "Unit"), "ctxfold.units"),
+    **dict.fromkeys(("as_messages",), "ctxfold.messages"),
+    **dict.fromkeys(("CacheEntryError", "InvalidTurnError"), "ctxfold.exceptions"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    where = _MOVED.get(name)
+    if where is None:
+        raise AttributeError(f"module 'ctxfold' has no attribute {name!r}")
+    raise AttributeError(f"ctxfold.{name} lives in {where}: use {where}.{name}")
+
 
 logging.getLogger("ctxfold").addHandler(logging.NullHandler())

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from ._compressor import Compressor, CounterSpec, MessageLike
-from ._registry import resolve_strategy
-from ._result import CompressionResult
+from .contract import Compressor, CounterSpec, MessageLike
+from .result import CompressionResult
+from .strategies.registry import resolve_strategy
 
 __all__ = ["compress"]
 

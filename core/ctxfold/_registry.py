@@ -1,216 +1,177 @@
-"""Strategy names and how a strategy option becomes a compressor.
+"""One registry type for every family of plug-ins: strategies, renderers, format
+adapters and reference extractors.
 
-Built-in strategies are registered here; third-party packages add theirs through the
-``ctxfold.strategies`` entry-point group (``name = "package.module:Factory"``), loaded
-the first time an unknown name is asked for.
+A :class:`Registry` maps names to entries behind a lock. Readers get a read-only view;
+``register`` refuses a taken name unless told to replace it; every change bumps
+``version`` so that memo tables keyed by it never reuse stale work. A built-in entry
+may be *lazy*, written as ``"package.module:Name"`` and imported on first use (so a
+registry never imports the modules it lists), and third-party packages add entries
+through an entry-point group, loaded the first time an unknown name is asked for.
 """
 
 from __future__ import annotations
 
-import os
-import sys
+import importlib
+import logging
 import threading
 from collections.abc import Callable, Mapping
 from importlib.metadata import entry_points
-from pathlib import Path
 from types import MappingProxyType
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
-from ._auto import AutoCompressor
-from ._compressor import Compressor
-from ._hierarchical import HierarchicalCompressor
-from ._hybrid import HybridCompressor
-from ._semantic import SemanticCompressor
-from ._sliding_window import SlidingWindow
-from ._summarizing import SummarizingCompressor
-from .exceptions import ConfigurationError, MissingDependencyError
+from .exceptions import ConfigurationError
 
-__all__ = [
-    "PROFILES",
-    "load_config",
-    "normalize",
-    "normalize_option",
-    "register_strategy",
-    "resolve_strategy",
-    "strategies",
-]
-
-StrategyFactory = Callable[..., Compressor]
-ENTRY_POINT_GROUP = "ctxfold.strategies"
-
-_lock = threading.Lock()
-_registry: dict[str, StrategyFactory] = {
-    "auto": AutoCompressor,
-    "sliding_window": SlidingWindow,
-    "summarize": SummarizingCompressor,
-    "semantic": SemanticCompressor,
-    "hierarchical": HierarchicalCompressor,
-    "hybrid": HybridCompressor,
-}
-_aliases: dict[str, str] = {}
-_entry_points_loaded = False
-
-
-def _load_entry_points() -> None:
-    """Register the strategies other packages declare (once; built-ins win)."""
-    global _entry_points_loaded
-    with _lock:
-        if _entry_points_loaded:
-            return
-        _entry_points_loaded = True
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        with _lock:
-            if ep.name in _registry:
-                continue
-        try:
-            factory = ep.load()
-        except Exception as exc:  # a broken plugin must not break ctxfold
-            import logging
-
-            logging.getLogger("ctxfold").warning(
-                "strategy plugin %r (%s) failed to load: %r", ep.name, ep.value, exc
-            )
-            continue
-        with _lock:
-            _registry.setdefault(ep.name, factory)
-
-
-def strategies() -> Mapping[str, StrategyFactory]:
-    """A read-only view of the registered strategy names and their factories."""
-    with _lock:
-        view = dict(_registry)
-        view.update({alias: _registry[target] for alias, target in _aliases.items()})
-    return MappingProxyType(view)
-
-
-def register_strategy(name: str, factory: StrategyFactory, *, replace: bool = False) -> None:
-    """Make ``factory`` (a compressor class or a function returning one) available by
-    ``name``. Raises :class:`ConfigurationError` if the name is taken, unless ``replace``."""
-    if not isinstance(name, str) or not name:
-        raise ConfigurationError("a strategy name must be a non-empty string")
-    if not callable(factory):
-        raise ConfigurationError(f"strategy {name!r}: factory must be callable")
-    with _lock:
-        if not replace and (name in _registry or name in _aliases):
-            raise ConfigurationError(
-                f"strategy {name!r} is already registered; pass replace=True to override it"
-            )
-        _aliases.pop(name, None)
-        _registry[name] = factory
-
-
-def resolve_strategy(strategy: str | Compressor | type[Any], **options: Any) -> Compressor:
-    """Turn a strategy name, class or instance (plus options) into a compressor."""
-    if isinstance(strategy, str):
-        with _lock:
-            factory = _registry.get(_aliases.get(strategy, strategy))
-        if factory is None:
-            _load_entry_points()
-            with _lock:
-                factory = _registry.get(_aliases.get(strategy, strategy))
-        if factory is None:
-            names = ", ".join(sorted(strategies()))
-            raise ConfigurationError(f"unknown strategy {strategy!r}; registered: {names}")
-        return _build(strategy, factory, options)
-    if isinstance(strategy, type):
-        return _build(strategy.__name__, strategy, options)
-    if isinstance(strategy, Compressor):
-        if options:
-            raise ConfigurationError(
-                "options were given with a compressor instance; configure the instance "
-                "instead, or pass its class or name with the options"
-            )
-        return strategy
-    raise ConfigurationError(
-        "strategy must be a registered name, a compressor class or a compressor instance, "
-        f"got {type(strategy).__name__}"
-    )
-
-
-def _build(label: str, factory: StrategyFactory, options: dict[str, Any]) -> Compressor:
-    try:
-        compressor = factory(**options)
-    except TypeError as exc:
-        raise ConfigurationError(f"strategy {label!r} rejected its options: {exc}") from None
-    if not isinstance(compressor, Compressor):
-        raise ConfigurationError(f"strategy {label!r} did not produce a compressor")
-    return compressor
-
-
-# ------------------------------------------------------------------ normalize, profiles
-
-
-def _fast(**kw: Any) -> Compressor:
-    return SlidingWindow(keep_first=1, **kw)
-
-
-def _balanced(**kw: Any) -> Compressor:
-    return AutoCompressor(**kw)
-
-
-def _quality(*, summarizer: Any = None, embedder: Any = None, **kw: Any) -> Compressor:
-    return HybridCompressor(
-        [
-            SemanticCompressor(fit="none", embedder=embedder),
-            AutoCompressor(summarizer=summarizer, **kw),
-        ]
-    )
-
-
-def _cost(*, summarizer: Any = None, **kw: Any) -> Compressor:
-    return SummarizingCompressor(summarizer=summarizer, **kw)
-
-
-#: Named presets. ``fast``: the newest turns plus the task, no analysis (a window);
-#: ``balanced``: ``auto``, the default; ``quality``: semantic deduplication, then
-#: ``auto`` (pass ``summarizer=`` to have an LLM write the condensed text); ``cost``: one
-#: incremental running summary, so an LLM summarizer is sent only new messages each turn.
-PROFILES: Mapping[str, StrategyFactory] = MappingProxyType(
-    {"fast": _fast, "balanced": _balanced, "quality": _quality, "cost": _cost}
-)
-
-_FORMS = (
-    "None/False (off), True (the default strategy), a strategy or profile name "
-    f"({', '.join(sorted({*_registry, *PROFILES}))}), a compressor class or instance, "
-    "(name_or_class, {options}), or a dict {'strategy': name, ...options}"
-)
-
-
-def normalize(option: Any, **overrides: Any) -> Compressor | None:
-    """Turn a compression option into a configured compressor, or ``None`` for off.
-
-    ``None``/``False`` -> ``None``; ``True`` -> ``auto``; a registered strategy name or a
-    profile name (:data:`PROFILES`) -> that strategy with its defaults; a class -> an
-    instance with its defaults; an instance -> itself; ``(name_or_class, options)`` or
-    ``{"strategy": name_or_class, **options}`` -> configured with the options over the
-    defaults (``overrides`` are merged over those). Anything else raises
-    :class:`ConfigurationError` naming the accepted forms.
-    """
-    return normalize_option(option, overrides, _strategy_of, keys=("strategy", "profile"))
-
-
-def _strategy_of(option: Any, options: dict[str, Any]) -> Compressor:
-    if option is True:
-        return resolve_strategy("auto", **options)
-    if isinstance(option, str):
-        if option in PROFILES:
-            return _build(option, PROFILES[option], options)
-        return resolve_strategy(option, **options)
-    if isinstance(option, (type, Compressor)):
-        return resolve_strategy(option, **options)
-    raise ConfigurationError(f"cannot use {option!r} as a compression option; use {_FORMS}")
-
+__all__ = ["Registry", "normalize_option"]
 
 T = TypeVar("T")
+R = TypeVar("R")
+_log = logging.getLogger("ctxfold")
+
+
+class Registry(Generic[T]):
+    """Named entries of one ``kind`` (``"strategy"``, ``"renderer"``, ...).
+
+    Args:
+        kind: what an entry is, for error messages.
+        builtins: the entries it starts with (and :meth:`reset` returns to); a string
+            ``"module:attribute"`` is imported when first needed.
+        group: the entry-point group third-party packages register in, if any.
+        check: validates an entry being registered and returns it (raise
+            :class:`ConfigurationError` to refuse it); default: accept anything.
+    """
+
+    def __init__(
+        self,
+        kind: str,
+        builtins: Mapping[str, T | str],
+        *,
+        group: str | None = None,
+        check: Callable[[str, object], T] | None = None,
+    ) -> None:
+        self.kind = kind
+        self.group = group
+        self._builtins = dict(builtins)
+        self._entries: dict[str, T | str] = dict(builtins)
+        self._check = check
+        self._lock = threading.RLock()
+        self._version = 0
+        self._plugins_loaded = group is None
+
+    @property
+    def version(self) -> int:
+        """0 while the registry holds its built-ins only; bumped by every change."""
+        return self._version
+
+    def view(self) -> Mapping[str, T]:
+        """A read-only snapshot of the entries, in registration order."""
+        with self._lock:
+            return MappingProxyType({name: self._resolve(name) for name in self._entries})
+
+    def names(self) -> list[str]:
+        """The registered names, sorted (for messages that list them)."""
+        with self._lock:
+            return sorted(self._entries)
+
+    def get(self, name: str) -> T | None:
+        """The entry called ``name`` (plug-ins loaded on a miss), or ``None``."""
+        with self._lock:
+            if name in self._entries:
+                return self._resolve(name)
+        self._load_plugins()
+        with self._lock:
+            return self._resolve(name) if name in self._entries else None
+
+    def require(self, name: str) -> T:
+        """The entry called ``name``; :class:`ConfigurationError` listing the known
+        names if there is none."""
+        entry = self.get(name)
+        if entry is None:
+            raise ConfigurationError(
+                f"unknown {self.kind} {name!r}; registered: {', '.join(self.names())}"
+            )
+        return entry
+
+    def register(
+        self, name: str, entry: object, *, replace: bool = False, first: bool = False
+    ) -> None:
+        """Add ``entry`` as ``name``; a taken name raises :class:`ConfigurationError`
+        unless ``replace``. ``first`` puts it before the others (order matters where
+        entries are tried in turn, as format adapters are)."""
+        if not isinstance(name, str) or not name:
+            raise ConfigurationError(f"a {self.kind} name must be a non-empty string")
+        checked = self._check(name, entry) if self._check is not None else entry
+        with self._lock:
+            if name in self._entries and not replace:
+                raise ConfigurationError(
+                    f"{self.kind} {name!r} is already registered; pass replace=True to override it"
+                )
+            self._entries.pop(name, None)
+            if first:
+                self._entries = {name: checked, **self._entries}  # type: ignore[dict-item]
+            else:
+                self._entries[name] = checked  # type: ignore[assignment]
+            self._version += 1
+
+    def unregister(self, name: str, *, missing_ok: bool = False) -> None:
+        """Remove ``name``; raises :class:`ConfigurationError` if it is not registered
+        (unless ``missing_ok``)."""
+        with self._lock:
+            if self._entries.pop(name, None) is None:
+                if missing_ok:
+                    return
+                raise ConfigurationError(f"no {self.kind} is registered as {name!r}")
+            self._version += 1
+
+    def reset(self) -> None:
+        """Back to the built-in entries only."""
+        with self._lock:
+            self._entries = dict(self._builtins)
+            self._version += 1
+
+    def __contains__(self, name: object) -> bool:
+        with self._lock:
+            return name in self._entries
+
+    def _resolve(self, name: str) -> T:
+        entry = self._entries[name]
+        if isinstance(entry, str) and ":" in entry:
+            module, _, attribute = entry.partition(":")
+            loaded: T = getattr(importlib.import_module(module), attribute)
+            self._entries[name] = loaded
+            if name in self._builtins and self._builtins[name] == entry:
+                self._builtins[name] = loaded
+            return loaded
+        return entry  # type: ignore[return-value]
+
+    def _load_plugins(self) -> None:
+        """Register what other packages declare in the entry-point group (once;
+        built-ins win, and a broken plug-in is logged, never raised)."""
+        with self._lock:
+            if self._plugins_loaded:
+                return
+            self._plugins_loaded = True
+        for ep in entry_points(group=self.group or ""):
+            if ep.name in self:
+                continue
+            try:
+                entry = ep.load()
+                checked = self._check(ep.name, entry) if self._check is not None else entry
+            except Exception as exc:  # a broken plug-in must not break ctxfold
+                _log.warning(
+                    "%s plugin %r (%s) failed to load: %r", self.kind, ep.name, ep.value, exc
+                )
+                continue
+            with self._lock:
+                self._entries.setdefault(ep.name, checked)
 
 
 def normalize_option(
     option: Any,
     overrides: Mapping[str, Any],
-    resolve: Callable[[Any, dict[str, Any]], T],
+    resolve: Callable[[Any, dict[str, Any]], R],
     *,
     keys: tuple[str, ...],
-) -> T | None:
+) -> R | None:
     """The one normalization every option shares: ``None``/``False`` -> off;
     ``(target, options)`` and ``{keys[0]: target, **options}`` unwrap to ``target`` with
     the options merged over its defaults (``overrides`` over those); anything else,
@@ -228,50 +189,3 @@ def normalize_option(
             raise ConfigurationError(f"a settings dict needs a {names} key; got {sorted(option)}")
         return normalize_option(targets[0], {**opts, **overrides}, resolve, keys=keys)
     return resolve(option, dict(overrides))
-
-
-def load_config(path: str | os.PathLike[str], *, section: str = "ctxfold") -> Compressor | None:
-    """Read a compressor from a TOML or YAML file (by extension) and normalize it.
-
-    The file holds a table (``[ctxfold]`` in TOML, a ``ctxfold:`` mapping in YAML, or
-    the top level when that key is absent) with ``strategy`` or ``profile`` and the
-    options, e.g. ``strategy = "hybrid"`` and ``steps = ["semantic", "auto"]``.
-    """
-    p = Path(path)
-    suffix = p.suffix.lower()
-    if suffix not in (".toml", ".yaml", ".yml"):
-        raise ConfigurationError(f"{p}: use a .toml, .yaml or .yml configuration file")
-    try:
-        raw = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigurationError(f"cannot read the configuration file {p}: {exc}") from None
-    data: Any
-    if suffix == ".toml":
-        if sys.version_info >= (3, 11):
-            import tomllib
-        else:  # pragma: no cover - Python 3.10
-            try:
-                import tomli as tomllib
-            except ModuleNotFoundError:
-                raise MissingDependencyError(
-                    "reading TOML configuration on Python 3.10", "tomli", "config"
-                ) from None
-        try:
-            data = tomllib.loads(raw)
-        except ValueError as exc:
-            raise ConfigurationError(f"{p} is not valid TOML: {exc}") from None
-    else:
-        try:
-            import yaml
-        except ModuleNotFoundError:
-            raise MissingDependencyError("reading YAML configuration", "yaml", "config") from None
-        try:
-            data = yaml.safe_load(raw)
-        except yaml.YAMLError as exc:
-            raise ConfigurationError(f"{p} is not valid YAML: {exc}") from None
-    if not isinstance(data, Mapping):
-        raise ConfigurationError(f"{p} must hold a table of settings")
-    table = data.get(section, data)
-    if not isinstance(table, Mapping):
-        raise ConfigurationError(f"{p}: [{section}] must be a table of settings")
-    return normalize(dict(table))

@@ -17,16 +17,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from ._compressor import BaseCompressor
-from ._messages import Message, from_openai, to_openai
-from ._registry import resolve_strategy
-from ._render import normalize_renderer
-from ._result import CompressionResult
-from ._reversible import expand
-from ._store import get_store, sqlite_path
-from ._tokens import TokenCounter, get_counter
-from ._turns import turns_from_messages
 from .exceptions import BudgetError, CtxfoldError, InvalidMessageError
+from .messages import Message, from_openai, to_openai
+from .rendering import normalize_renderer
+from .rendering.turns import turns_from_messages
+from .result import CompressionResult
+from .reversible import expand
+from .storage import get_store, sqlite_path
+from .strategies.base import BaseCompressor
+from .strategies.registry import resolve_strategy
+from .tokens import TokenCounter, get_counter
 
 __all__ = ["main"]
 
@@ -228,7 +228,7 @@ def _cmd_compress(args: argparse.Namespace) -> int:
             print(f"\ntrace of {conv.label}:", file=sys.stderr)
             for d in r.trace:
                 print(
-                    f"  {d.index:>5}  {d.action:<12} {d.reason:<22} "
+                    f"  {d.index:>5}  {d.action:<12} {d.label:<22} "
                     f"{d.tokens_before:>6} -> {d.tokens_after:<6} {d.step}",
                     file=sys.stderr,
                 )

@@ -45,7 +45,9 @@ class _Broken(BaseCompressor):
         self.how = how
         self.calls = 0
 
-    def _compress(self, messages, *, budget, counter, grouping):
+    def compact(self, conv):
+
+        messages = conv.messages
         from ctxfold import Decision
 
         self.calls += 1
@@ -88,7 +90,9 @@ def test_the_contract_catches_mutation_of_the_input():
     class Mutates(BaseCompressor):
         name = "mutates"
 
-        def _compress(self, messages, *, budget, counter, grouping):
+        def compact(self, conv):
+
+            messages = conv.messages
             from ctxfold import Decision
 
             object.__setattr__(messages[1], "content", "mutated in place")
@@ -115,7 +119,9 @@ def test_the_contract_catches_a_split_tool_exchange():
     class DropsResult(BaseCompressor):
         name = "drops_result"
 
-        def _compress(self, messages, *, budget, counter, grouping):
+        def compact(self, conv):
+
+            messages = conv.messages
             from ctxfold import Decision
 
             keep = [1, 3]
@@ -165,7 +171,7 @@ def _combo(name: str, **options):
 
 def _layer_combos():
     from ctxfold import Layers
-    from ctxfold._adapters import JsonAdapter, LogAdapter, ToolOutputAdapter
+    from ctxfold.text.adapters import JsonAdapter, LogAdapter, ToolOutputAdapter
 
     return {
         "no_layers": {"layers": Layers(dedup=False, whitespace=False, json=False, truncate=False)},

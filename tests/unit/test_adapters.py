@@ -7,8 +7,8 @@ import json
 import pytest
 
 import ctxfold
-from ctxfold import BaseAdapter, Piece
-from ctxfold._adapters import (
+from ctxfold.text import BaseAdapter, Piece
+from ctxfold.text.adapters import (
     CsvAdapter,
     JsonAdapter,
     LogAdapter,
@@ -186,15 +186,15 @@ class Shouting:
 def test_user_adapters_register_first_and_work_through_the_protocol():
     ctxfold.register_adapter(Shouting())
     try:
-        assert ctxfold.adapters()[0].name == "shouting"
+        assert ctxfold.text.adapters()[0].name == "shouting"
         text = "!! ALERT\nquiet detail one\nDISK FULL\nquiet detail two\n"
         pieces, used = split_message_text(text)
         assert used == ["shouting"]
         assert [p.text for p in pieces if p.keep] == ["!! ALERT\n", "DISK FULL\n"]
         assert "".join(p.text for p in pieces) == text
     finally:
-        ctxfold.unregister_adapter("shouting")
-    assert "shouting" not in [a.name for a in ctxfold.adapters()]
+        ctxfold.text.unregister_adapter("shouting")
+    assert "shouting" not in [a.name for a in ctxfold.text.adapters()]
 
 
 def test_register_adapter_rejects_non_adapters():

@@ -107,7 +107,9 @@ def test_registering_a_strategy_makes_it_available_by_name():
     class KeepAll(BaseCompressor):
         name = "keep_last_only"
 
-        def _compress(self, messages, *, budget, counter, grouping):
+        def compact(self, conv):
+
+            messages = conv.messages
             return (
                 messages[-1:],
                 [
@@ -121,7 +123,7 @@ def test_registering_a_strategy_makes_it_available_by_name():
 
     ctxfold.register_strategy("keep_last_only", KeepAll)
     try:
-        assert "keep_last_only" in ctxfold.strategies()
+        assert "keep_last_only" in ctxfold.strategies.registered()
         r = ctxfold.compress(record()["messages"], budget=200, strategy="keep_last_only")
         assert len(r.messages) == 1
         with pytest.raises(ConfigurationError, match="already registered"):
@@ -132,7 +134,7 @@ def test_registering_a_strategy_makes_it_available_by_name():
 
 def test_strategies_view_is_read_only():
     with pytest.raises(TypeError):
-        ctxfold.strategies()["x"] = SlidingWindow  # type: ignore[index]
+        ctxfold.strategies.registered()["x"] = SlidingWindow  # type: ignore[index]
 
 
 def test_result_converts_to_anthropic():

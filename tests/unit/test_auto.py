@@ -9,6 +9,7 @@ import pytest
 import ctxfold
 from conftest import example_records
 from ctxfold import AutoCompressor, ExtractiveSummarizer, Layers, Message, ToolCall, get_counter
+from ctxfold.strategies.auto.assemble import Notes
 
 COUNTER = get_counter("o200k_base")
 
@@ -90,7 +91,7 @@ def test_older_duplicates_are_deduplicated():
     budget = COUNTER.count_messages(msgs) - 200
     r = AutoCompressor(recent_share=0.1).compress(msgs, budget=budget, counter=COUNTER)
     assert r.trace[2].action == "deduplicated"
-    assert "dedup:repeated_later" in r.trace[2].reason
+    assert r.trace[2].flags == ("dedup:repeated_later",)
     assert r.trace[2].tokens_after < 20 and r.trace[4].action != "deduplicated"
 
 
@@ -110,7 +111,7 @@ def test_a_folded_copy_of_a_later_message_leaves_nothing_in_the_note():
 
 def test_an_identifier_inside_another_listed_one_is_not_listed_again():
     candidates = ["gift_card", "gift_card_7000", "HAT001", "credit_card_12", "HAT0"]
-    note = AutoCompressor()._note(5, [], candidates, "the flight HAT001", COUNTER)
+    note = Notes("system", Layers()).write(5, [], candidates, "the flight HAT001", COUNTER)
     listed = note.text.split("Also mentioned: ")[1].split(", ")
     assert listed == ["gift_card_7000", "credit_card_12"]  # each is found in the list
 
@@ -216,7 +217,7 @@ def test_an_llm_summarizer_rewrites_the_note_in_one_cached_call():
     )
     assert len(calls) == 1 and r.stats.usage["summarizer_calls"] == 1
     folded = [d.index for d in r.trace if d.reason.startswith("folded:note")]
-    assert calls[0][1] == ctxfold._models.transcript([msgs[i] for i in folded])
+    assert calls[0][1] == ctxfold.messages.transcript([msgs[i] for i in folded])
     note = next(m for m in r.messages if m.metadata.get("ctxfold", {}).get("kind") == "note")
     assert "earlier messages summarized]" in note.text
     assert any(line.isupper() for line in note.text.splitlines()[1:])  # the summary
@@ -264,7 +265,7 @@ def test_extractive_summarizer_keeps_order_identifiers_and_budget():
 
 
 def test_cached_analyses_give_the_same_result_as_a_cold_run():
-    import ctxfold._auto as auto
+    import ctxfold.strategies.auto.analysis as auto
 
     msgs = ctxfold.from_openai(example_records()[2]["messages"])
     budget = COUNTER.count_messages(msgs) // 4
@@ -283,7 +284,7 @@ def test_cached_analyses_give_the_same_result_as_a_cold_run():
 
 
 def test_registering_an_adapter_invalidates_cached_analyses():
-    from ctxfold._adapters import registry_version
+    from ctxfold.text.adapters import registry_version
 
     before = registry_version()
 
@@ -306,7 +307,7 @@ def test_registering_an_adapter_invalidates_cached_analyses():
     try:
         assert registry_version() != before
     finally:
-        ctxfold.unregister_adapter("never")
+        ctxfold.text.unregister_adapter("never")
 
 
 def chat_history(n: int = 60) -> list[Message]:

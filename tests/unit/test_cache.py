@@ -18,7 +18,14 @@ from typing import Any
 
 import pytest
 
-from ctxfold._cache import (
+from ctxfold.exceptions import (
+    CacheEntryError,
+    CacheError,
+    ConfigurationError,
+    CtxfoldError,
+    MissingDependencyError,
+)
+from ctxfold.storage.cache import (
     Cache,
     CacheBackend,
     CacheStats,
@@ -27,13 +34,6 @@ from ctxfold._cache import (
     SQLiteBackend,
     cache_key,
     get_cache,
-)
-from ctxfold.exceptions import (
-    CacheEntryError,
-    CacheError,
-    ConfigurationError,
-    CtxfoldError,
-    MissingDependencyError,
 )
 
 Factory = Callable[..., Any]

@@ -12,15 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from ctxfold import _embed
-from ctxfold._embed import (
+from ctxfold.exceptions import ConfigurationError, MissingDependencyError
+from ctxfold.models import embedders as embedders_module
+from ctxfold.models.embedders import (
     Embedder,
     TfidfEmbedder,
     WordLlamaEmbedder,
     cosine_matrix,
     get_embedder,
 )
-from ctxfold.exceptions import ConfigurationError, MissingDependencyError
 from ctxfold.testing import find_data_dir, load_conversations
 
 np = pytest.importorskip("numpy", reason="the embedders need numpy: pip install 'ctxfold[all]'")
@@ -187,7 +187,7 @@ def test_tfidf_lsa_when_there_are_more_texts_than_dims():
 
 
 def test_tfidf_randomized_lsa_for_many_texts(monkeypatch):
-    monkeypatch.setattr(_embed, "_EXACT_LSA_MAX_TEXTS", 5)
+    monkeypatch.setattr(embedders_module, "_EXACT_LSA_MAX_TEXTS", 5)
     texts = lsa_corpus()
     vectors = TfidfEmbedder(dims=6).embed(texts)
     assert vectors.shape == (len(texts), 6) and unit_rows(vectors).all()
@@ -289,7 +289,10 @@ def test_get_embedder_rejects_a_class_and_says_to_instantiate():
 
 def test_importing_the_module_loads_no_heavy_package():
     heavy = ("numpy", "sklearn", "scipy", "wordllama")
-    code = f"import sys, ctxfold._embed\nprint(','.join(m for m in {heavy!r} if m in sys.modules))"
+    code = (
+        "import sys, ctxfold.models.embedders\n"
+        f"print(','.join(m for m in {heavy!r} if m in sys.modules))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == ""
 
@@ -338,7 +341,7 @@ def test_wordllama_rejects_bad_settings_at_construction(options, words):
 def test_wordllama_import_leaves_the_root_logger_alone():
     code = (
         "import logging\n"
-        "from ctxfold._embed import WordLlamaEmbedder\n"
+        "from ctxfold.models.embedders import WordLlamaEmbedder\n"
         "WordLlamaEmbedder().embed(['hello'])\n"
         "root = logging.getLogger()\n"
         "print(len(root.handlers), root.level)"

@@ -8,8 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxfold import Codebook, ConfigurationError, Layers, decode, get_counter
-from ctxfold._layers import (
+from ctxfold import ConfigurationError, Layers, decode, get_counter
+from ctxfold.text import Codebook
+from ctxfold.text.layers import (
     CodebookError,
     build_codebook,
     minify_json,

@@ -14,12 +14,12 @@ from ctxfold import (
     InvalidMessageError,
     Message,
     ToolCall,
-    as_messages,
     from_anthropic,
     from_openai,
     to_anthropic,
     to_openai,
 )
+from ctxfold.messages import as_messages
 from ctxfold.testing.strategies import conversations
 
 

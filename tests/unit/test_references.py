@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 
 import ctxfold
 from conftest import DATA_DIR, SKIP_NO_DATA, example_conversations
-from ctxfold import Message, Reference, ReferenceIndex, ToolCall, reference_id
-from ctxfold._references import extract
+from ctxfold import Message, ReferenceIndex, ToolCall
+from ctxfold.references import Reference, reference_id
+from ctxfold.references.index import extract
 
 COUNTER = ctxfold.get_counter("o200k_base")
 
@@ -357,15 +358,15 @@ def test_custom_extractors_by_regex_or_function():
         ctxfold.register_extractor("mood", lambda text: [42], replace=True)
         with pytest.raises(ctxfold.ConfigurationError, match="yielded 42"):
             ReferenceIndex.from_messages([Message("user", "hello there")])
-        ctxfold.unregister_extractor("mood")
-        assert "mood" not in ctxfold.extractors()
-        with pytest.raises(ctxfold.ConfigurationError, match="no extractor"):
-            ctxfold.unregister_extractor("mood")
+        ctxfold.references.unregister_extractor("mood")
+        assert "mood" not in ctxfold.references.extractors()
+        with pytest.raises(ctxfold.ConfigurationError, match="no reference type is registered"):
+            ctxfold.references.unregister_extractor("mood")
         with pytest.raises(ctxfold.ConfigurationError, match="bad pattern"):
             ctxfold.register_extractor("broken", "(")
     finally:
-        ctxfold.reset_extractors()
-    assert set(ctxfold.extractors()) == set(ctxfold._references.BUILTIN_TYPES)
+        ctxfold.references.reset_extractors()
+    assert set(ctxfold.references.extractors()) == set(ctxfold.references.index.BUILTIN_TYPES)
 
 
 def test_the_example_conversations_yield_their_files():
@@ -379,12 +380,12 @@ def test_the_example_conversations_yield_their_files():
 
 
 def test_hooks_report_compaction_and_references_and_never_break_it(caplog):
-    seen: list[ctxfold.Event] = []
+    seen: list[ctxfold.hooks.Event] = []
 
-    def broken(event: ctxfold.Event) -> None:
+    def broken(event: ctxfold.hooks.Event) -> None:
         raise RuntimeError("a broken callback")
 
-    offs = [ctxfold.on(name, seen.append) for name in ctxfold.EVENTS]
+    offs = [ctxfold.on(name, seen.append) for name in ctxfold.hooks.EVENTS]
     offs.append(ctxfold.on("compaction_started", broken))
     try:
         msgs = history() * 4

@@ -16,14 +16,8 @@ from conftest import DATA_DIR, SKIP_NO_DATA, example_records
 from ctxfold import (
     BudgetError,
     ConfigurationError,
-    FullHistory,
-    InvalidTurnError,
     Message,
-    PressureTriggered,
     Renderer,
-    RenderStats,
-    SingleUserCoalesced,
-    ToolUse,
     Turn,
     from_openai,
     get_counter,
@@ -33,8 +27,16 @@ from ctxfold import (
     to_openai,
     turns_from_messages,
 )
-from ctxfold._summarize import shorten
+from ctxfold.exceptions import InvalidTurnError
+from ctxfold.rendering import (
+    FullHistory,
+    PressureTriggered,
+    RenderStats,
+    SingleUserCoalesced,
+    ToolUse,
+)
 from ctxfold.testing import check_tool_integrity
+from ctxfold.text.scoring import shorten
 
 COUNTER = get_counter("o200k_base")
 _RETURNCODE = re.compile(r"<returncode>(\d+)</returncode>")

@@ -304,7 +304,8 @@ def test_store_specs():
 def test_ids_are_digits_so_a_tag_or_marker_costs_the_same_tokens_every_time():
     import hashlib
 
-    from ctxfold._reversible import entry_id, marker, round_heads
+    from ctxfold.reversible.records import entry_id, marker
+    from ctxfold.reversible.rounds import round_heads
 
     ids = [entry_id(hashlib.sha256(str(k).encode()).digest(), 12) for k in range(500)]
     assert all(re.fullmatch(r"\d{12}", i) for i in ids) and len(set(ids)) == 500
@@ -317,7 +318,7 @@ def test_ids_are_digits_so_a_tag_or_marker_costs_the_same_tokens_every_time():
 
 
 def test_a_store_written_with_hex_ids_still_expands():
-    from ctxfold._reversible import _encode, _message_record
+    from ctxfold.reversible.records import encode, message_record
 
     store = MemoryStore()
     task, output = Message("user", "fix it"), Message("assistant", "the full answer")
@@ -326,9 +327,9 @@ def test_a_store_written_with_hex_ids_still_expands():
     round_record["hid"] = ["aaaa000002"]
     store.put_many(
         {
-            "aaaa000001": _encode(_message_record(task)),
-            "aaaa000002": _encode(_message_record(output)),
-            "bbbb00000f": _encode(round_record),
+            "aaaa000001": encode(message_record(task)),
+            "aaaa000002": encode(message_record(output)),
+            "bbbb00000f": encode(round_record),
         }
     )
     folded = [task, Message("assistant", "[ctxfold round bbbb00000f: 1 earlier message]")]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ctxfold._summarize import ScoreContext, combine, features
+from ctxfold.text.scoring import ScoreContext, combine, features
 
 
 def test_contractions_and_chat_filler_are_not_content():

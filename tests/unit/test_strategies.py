@@ -24,6 +24,7 @@ from ctxfold import (
     get_counter,
     normalize,
 )
+from ctxfold._registry import Registry
 from ctxfold.testing import check_invariants
 from ctxfold.testing.doubles import FakeEmbedder, FakeSummarizer
 
@@ -197,7 +198,7 @@ def test_the_default_threshold_is_the_embedders_own():
     class Strict(FakeEmbedder):
         duplicate_threshold = 1.0  # identical texts only
 
-    assert SemanticCompressor().threshold == ctxfold.TfidfEmbedder.duplicate_threshold == 0.8
+    assert SemanticCompressor().threshold == ctxfold.models.TfidfEmbedder.duplicate_threshold == 0.8
     assert SemanticCompressor(embedder=FakeEmbedder()).threshold == 0.9  # none of its own
     assert SemanticCompressor(embedder=FakeEmbedder(), threshold=0.5).threshold == 0.5
     # The threshold decides: the three test runs differ in one line, so a strict
@@ -348,7 +349,7 @@ def test_configuration_files_in_toml_and_yaml(tmp_path):
 
 
 def test_a_plugin_package_adds_a_strategy_through_an_entry_point(tmp_path, monkeypatch):
-    import ctxfold._registry as reg
+    import ctxfold.strategies.registry as reg
 
     (tmp_path / "ctxplug.py").write_text(
         "from ctxfold import SlidingWindow\n\nclass Plug(SlidingWindow):\n    name = 'plug'\n"
@@ -358,7 +359,8 @@ def test_a_plugin_package_adds_a_strategy_through_an_entry_point(tmp_path, monke
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ctxplug\nVersion: 1.0\n")
     (info / "entry_points.txt").write_text("[ctxfold.strategies]\nplug = ctxplug:Plug\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(reg, "_registry", dict(reg._registry))
-    monkeypatch.setattr(reg, "_entry_points_loaded", False)
+    monkeypatch.setattr(
+        reg, "REGISTRY", Registry("strategy", reg.REGISTRY.view(), group="ctxfold.strategies")
+    )
     assert normalize("plug").name == "plug"
-    assert "plug" in ctxfold.strategies()
+    assert "plug" in ctxfold.strategies.registered()

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxfold._text import find_identifiers, json_strings, json_values, split_sentences
+from ctxfold.text.primitives import find_identifiers, json_strings, json_values, split_sentences
 
 CASES = [
     ("Fix src/auth/middleware.ts now.", [("path", "src/auth/middleware.ts")]),
@@ -105,7 +105,7 @@ def test_identifier_finding_never_crashes_and_values_are_substrings(text):
 
 
 def test_token_set_finds_identifiers_shown_as_tokens():
-    from ctxfold._text import TokenSet
+    from ctxfold.text.primitives import TokenSet
 
     text = 'Edited "src/app.py:12", see https://x.org/a (PR #42); ran `pip install -e .` now.'
     ts = TokenSet(text)

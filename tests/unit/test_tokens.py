@@ -11,15 +11,8 @@ import pytest
 
 import ctxfold
 from conftest import example_conversations, shared_conversations
-from ctxfold import (
-    ApproxCounter,
-    CallableCounter,
-    ConfigurationError,
-    Message,
-    TiktokenCounter,
-    ToolCall,
-    get_counter,
-)
+from ctxfold import ConfigurationError, Message, TiktokenCounter, ToolCall, get_counter
+from ctxfold.tokens import ApproxCounter, CallableCounter
 
 OPENAI_URL = "https://openaipublic.blob.core.windows.net/encodings/{}.tiktoken"
 

@@ -24,11 +24,11 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, NoReturn
 
-from .._compressor import Compressor, CounterSpec
-from .._messages import Message, as_messages, from_openai, to_anthropic, to_openai
-from .._result import CompressionResult
-from .._tokens import get_counter
+from ..contract import Compressor, CounterSpec
 from ..exceptions import BudgetError
+from ..messages import Message, as_messages, from_openai, to_anthropic, to_openai
+from ..result import CompressionResult
+from ..tokens import get_counter
 
 __all__ = [
     "CompressorContract",

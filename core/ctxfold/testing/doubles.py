@@ -7,7 +7,7 @@ import zlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from .._embed import _normalize_rows
+from ..models.embedders import _normalize_rows
 
 if TYPE_CHECKING:
     import numpy as np

@@ -15,7 +15,7 @@ try:
 except ImportError:  # pragma: no cover - exercised only without the dev extra
     raise MissingDependencyError("ctxfold.testing.strategies", "hypothesis", "dev") from None
 
-from .._messages import ContentPart, Message, ToolCall
+from ..messages import ContentPart, Message, ToolCall
 
 __all__ = ["conversations", "texts"]
 

@@ -1,0 +1,167 @@
+"""What a compression returns: the messages, stats and a per-message trace."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from .messages import Message, to_anthropic, to_openai
+
+__all__ = [
+    "FOLDED",
+    "NOTE_KEY",
+    "Action",
+    "CompressionResult",
+    "CompressionStats",
+    "Decision",
+    "note_message",
+]
+
+#: The ``metadata`` key of a message a strategy wrote (a note, a summary), holding what
+#: it stands for, e.g. ``{"kind": "summary", "what": "12 earlier messages summarized"}``.
+NOTE_KEY = "ctxfold"
+
+
+def note_head(what: str) -> str:
+    """The first line of a message a strategy writes in place of earlier ones."""
+    return f"[ctxfold: {what}]"
+
+
+def note_message(role: str, kind: str, what: str, body: str, **meta: Any) -> Message:
+    """A message that stands for earlier ones (a note, a summary): its first line says
+    what it stands for (``[ctxfold: 12 earlier messages summarized]``), the ``body``
+    follows, and ``metadata["ctxfold"]`` holds ``kind``, ``what`` and ``meta``.
+    A reversible round puts its id into that first line."""
+    text = note_head(what) + (f"\n{body}" if body else "")
+    return Message(role, text, metadata={NOTE_KEY: {"kind": kind, "what": what, **meta}})
+
+
+_NOTE_HEAD = re.compile(r"\[ctxfold(?: round [0-9a-f]{10,64})?[:\]]")
+
+
+def is_note(m: Message) -> bool:
+    """Whether ``m`` stands for earlier messages: a note or summary a strategy wrote,
+    known by its metadata or, in a history that went through OpenAI dicts, by its first
+    line. Fed back in, it is history like any other, not a pinned system prompt."""
+    meta = m.metadata.get(NOTE_KEY)
+    if isinstance(meta, Mapping) and "what" in meta:
+        return True
+    return m.role != "user" and m.role != "tool" and bool(_NOTE_HEAD.match(m.text))
+
+
+def earlier(count: int) -> str:
+    """``"1 earlier message"``, ``"12 earlier messages"``."""
+    return f"{count} earlier message{'' if count == 1 else 's'}"
+
+
+#: What happened to one input message.
+Action = Literal["kept", "compressed", "summarized", "dropped", "deduplicated", "reverted"]
+
+
+#: The reason of a message a strategy folded into its note.
+FOLDED = "folded:note"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One trace entry: what a strategy did with input message ``index`` and why.
+
+    ``reason`` says why, short and machine-readable (``pinned:system``, ``recent``,
+    ``window``, ``outside_window``, ``fits_budget``, ``folded:note``,
+    ``merged_into:3``); ``flags`` what else happened to the message on the way (the
+    layers and adapters that reshaped it, ``layer:json``, ``adapter:yaml``, or
+    ``dedup:repeated_later``); ``step`` names the strategy (or, in a chain, the step)
+    that decided. :attr:`label` is the one-line form the trace prints.
+    """
+
+    index: int
+    action: Action
+    reason: str
+    tokens_before: int
+    tokens_after: int
+    step: str
+    flags: tuple[str, ...] = ()
+
+    @property
+    def label(self) -> str:
+        """``reason`` and ``flags``, comma-joined: ``folded:note,adapter:logs``."""
+        return ",".join((self.reason, *self.flags))
+
+
+@dataclass(frozen=True)
+class CompressionStats:
+    """Token and message counts before and after, and the time it took."""
+
+    strategy: str
+    counter: str
+    budget: int
+    tokens_before: int
+    tokens_after: int
+    messages_before: int
+    messages_after: int
+    elapsed_ms: float
+    savings: Mapping[str, int] = field(default_factory=dict)
+    """Tokens each layer or step saved (estimated), e.g. ``{"json": 120, "truncate": 800}``."""
+    usage: Mapping[str, int] = field(default_factory=dict)
+    """What the run cost besides tokens: ``summarizer_calls``, ``summarizer_tokens`` (sent
+    to the summarizer), ``embedder_calls``, ``embedder_texts``, ``cache_hits``,
+    ``cache_misses`` (only the non-zero ones)."""
+
+    @property
+    def ratio(self) -> float:
+        """``tokens_before / tokens_after`` (1.0 when nothing changed)."""
+        return self.tokens_before / self.tokens_after if self.tokens_after else float("inf")
+
+    @property
+    def reduction_pct(self) -> float:
+        """Share of tokens removed, in percent."""
+        if not self.tokens_before:
+            return 0.0
+        return 100.0 * (self.tokens_before - self.tokens_after) / self.tokens_before
+
+    @property
+    def fits(self) -> bool:
+        """Whether the output is within the budget."""
+        return self.tokens_after <= self.budget
+
+    def as_dict(self) -> dict[str, Any]:
+        """All fields plus ``ratio``, ``reduction_pct`` and ``fits``, for logs and JSON."""
+        out = asdict(self)
+        out["savings"] = dict(self.savings)
+        out["usage"] = dict(self.usage)
+        out.update(ratio=self.ratio, reduction_pct=self.reduction_pct, fits=self.fits)
+        return out
+
+
+@dataclass(frozen=True)
+class CompressionResult:
+    """The compressed messages with their stats and trace.
+
+    ``trace`` has one :class:`Decision` per input message, in input order.
+    ``warnings`` notes irregularities carried through from the input (a tool call
+    without a result, a result without its call) and a reversible compression that
+    found no room for its block. ``round_id`` is the id of the round in the verbatim
+    store when the result is reversible (:func:`ctxfold.expand` gives the input back).
+    """
+
+    messages: tuple[Message, ...]
+    stats: CompressionStats
+    trace: tuple[Decision, ...]
+    strategy: str
+    warnings: tuple[str, ...] = ()
+    round_id: str | None = None
+
+    def to_openai(self) -> list[dict[str, Any]]:
+        """The compressed messages as OpenAI chat dicts."""
+        return to_openai(self.messages)
+
+    def to_anthropic(self) -> tuple[Any, list[dict[str, Any]]]:
+        """The compressed messages as Anthropic ``(system, messages)``."""
+        return to_anthropic(self.messages)
+
+    def decision_counts(self) -> dict[str, int]:
+        """How many input messages got each action, e.g. ``{"kept": 12, "dropped": 30}``."""
+        return dict(Counter(d.action for d in self.trace))

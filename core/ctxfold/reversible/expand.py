@@ -1,0 +1,141 @@
+"""Giving back what compression folded: a whole history through every round, or the
+text behind one id."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..exceptions import ExpandError
+from ..messages import Message, as_messages, to_openai, transcript
+from ..result import CompressionResult
+from ..storage.store import VerbatimStore, get_store
+from .records import load, message_from_record
+
+__all__ = ["Expansion", "expand", "uncompress"]
+
+_ROUND = re.compile(r"\[ctxfold round ([0-9a-f]{10,64})[:\]]")
+
+
+@dataclass(frozen=True)
+class Expansion:
+    """What :func:`expand` rebuilt: the ``messages``, how many ``rounds`` it undid,
+    and the ids it could not find (``missing``; empty when the rebuild is complete)."""
+
+    messages: tuple[Message, ...]
+    rounds: int
+    missing: tuple[str, ...] = ()
+
+    @property
+    def complete(self) -> bool:
+        """Whether every id was found."""
+        return not self.missing
+
+    def to_openai(self) -> list[dict[str, Any]]:
+        """The rebuilt messages as OpenAI dicts."""
+        return to_openai(self.messages)
+
+
+def expand(
+    target: CompressionResult | Sequence[Message | Mapping[str, Any]] | str,
+    *,
+    store: VerbatimStore | str | None = None,
+) -> Any:
+    """Give back what compression folded.
+
+    - a :class:`CompressionResult` or a list of messages: an :class:`Expansion` with
+      the original conversation, rebuilt through every round found (the newest
+      first), and the ids the store lacked (``missing``) instead of a silent gap;
+    - an id (from an ``[expand <id>]`` marker, a round's tag or a reference): the text
+      it stands for (a message's, or the transcript of the messages a round hid);
+      raises :class:`ExpandError` if the store does not have it.
+    """
+    st = get_store(store)
+    if isinstance(target, str):
+        return _expand_id(st, target.strip())
+    msgs = list(target.messages) if isinstance(target, CompressionResult) else as_messages(target)
+    missing: list[str] = []
+    rounds = 0
+    done: set[str] = set()  # rounds undone, or known to be missing
+    progress = True
+    while progress:  # the newest round first: an older one's output is inside it
+        progress = False
+        for pos, m in enumerate(msgs):
+            match = _round_of(m)
+            if not match or match.group(1) in done:
+                continue
+            rid = match.group(1)
+            record = load(st, [rid])[0]
+            if record is None or record.get("k") != "round":
+                done.add(rid)
+                missing.append(rid)
+                continue
+            originals = load(st, record["in"])
+            lost = [i for i, r in zip(record["in"], originals, strict=True) if r is None]
+            rest = msgs[:pos] + msgs[pos + 1 :]
+            spots = _subsequence(rest, record["out"])
+            if lost or spots is None:
+                if lost:
+                    done.add(rid)
+                    missing.extend(lost)
+                continue  # its output is folded into a newer round: that one first
+            first = spots[0] if spots else len(rest)
+            taken = set(spots)
+            restored = [message_from_record(r) for r in originals if r is not None]
+            msgs = (
+                [x for k, x in enumerate(rest[:first]) if k not in taken]
+                + restored
+                + [x for k, x in enumerate(rest) if k >= first and k not in taken]
+            )
+            done.add(rid)
+            rounds += 1
+            progress = True
+            break
+    for m in msgs:  # rounds whose output is not all here any more
+        match = _round_of(m)
+        if match and match.group(1) not in done:
+            missing.append(match.group(1))
+    return Expansion(tuple(msgs), rounds, tuple(dict.fromkeys(missing)))
+
+
+def _round_of(m: Message) -> re.Match[str] | None:
+    """The round tag a message starts with (never in a user's or a tool's message)."""
+    return _ROUND.match(m.text) if m.role not in ("user", "tool") else None
+
+
+def _subsequence(msgs: Sequence[Message], ids: Sequence[str]) -> list[int] | None:
+    """Positions of the messages with ``ids``, in order, or None if one is absent."""
+    spots: list[int] = []
+    k = 0
+    for want in ids:
+        while k < len(msgs) and msgs[k].fingerprint != want:
+            k += 1
+        if k == len(msgs):
+            return None
+        spots.append(k)
+        k += 1
+    return spots
+
+
+def _expand_id(store: VerbatimStore, entry_id: str) -> str:
+    entry_id = entry_id.removeprefix("[expand ").removesuffix("]").strip()
+    record = load(store, [entry_id])[0]
+    if record is None:
+        raise ExpandError(
+            f"nothing is stored under {entry_id!r}; use an id from an [expand <id>] marker "
+            "or a reference block, with the store the compression used"
+        )
+    if record.get("k") == "msg":
+        return transcript([message_from_record(record)])
+    ids = record.get("hid") or []  # a round: what its output no longer shows
+    rows = load(store, ids)
+    absent = [i for i, r in zip(ids, rows, strict=True) if r is None]
+    if absent:
+        raise ExpandError(f"{entry_id!r} refers to ids the store lacks: {', '.join(absent)}")
+    return transcript([message_from_record(r) for r in rows if r is not None])
+
+
+#: Another name for :func:`expand`.
+uncompress = expand

@@ -1,0 +1,117 @@
+"""How a reversible round is stored: every message as a JSON record under an id
+derived from its content, written in one atomic batch per round."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..messages import ContentPart, Message, ToolCall
+from ..storage.store import VerbatimStore
+
+__all__ = ["Batch", "entry_id", "load", "marker", "message_from_record", "message_record"]
+
+_ID_LENGTHS = (12, 24, 64)  # digits; a longer id only when a shorter one holds other content
+
+
+def entry_id(digest: bytes, digits: int) -> str:
+    """The store id of content with this SHA-256 ``digest``: ``digits`` decimal digits.
+    Digits, because the tiktoken encodings cut a run of digits into groups of three, one
+    token each: a 12-digit id always costs 4 tokens (a 10-character hex id costs 4 to 7,
+    which made the room a round's tag needs a guess). Ids of older versions (hex) are
+    still read."""
+    width = min(len(digest), max(8, digits // 2))  # at least 64 bits behind the digits
+    return str(int.from_bytes(digest[:width], "big") % 10**digits).zfill(digits)
+
+
+def marker(entry_id: str) -> str:
+    """The marker a compressed text carries for a stored span."""
+    return f"[expand {entry_id}]"
+
+
+def encode(obj: Mapping[str, Any]) -> bytes:
+    text = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return text.encode("utf-8", "surrogatepass")
+
+
+def message_record(m: Message) -> dict[str, Any]:
+    content: Any = m.content
+    if isinstance(content, tuple):
+        content = [[p.type, p.text, p.extra] for p in content]
+    record: dict[str, Any] = {
+        "k": "msg",
+        "role": m.role,
+        "content": content,
+        "name": m.name,
+        "calls": [[c.id, c.name, c.arguments, c.type] for c in m.tool_calls],
+        "call_id": m.tool_call_id,
+        "id": m.id,
+        "extras": [list(x) for x in m.extras],
+    }
+    if m.metadata:
+        try:
+            json.dumps(dict(m.metadata), sort_keys=True)
+            record["meta"] = dict(m.metadata)
+        except (TypeError, ValueError):
+            pass  # metadata the model never sees and JSON cannot hold stays behind
+    return record
+
+
+def message_from_record(r: Mapping[str, Any]) -> Message:
+    content = r["content"]
+    if isinstance(content, list):
+        content = tuple(ContentPart(t, text, extra) for t, text, extra in content)
+    return Message(
+        r["role"],
+        content,
+        name=r["name"],
+        tool_calls=tuple(ToolCall(*c) for c in r["calls"]),
+        tool_call_id=r["call_id"],
+        id=r["id"],
+        extras=tuple((k, v) for k, v in r["extras"]),
+        metadata=r.get("meta", {}),
+    )
+
+
+class Batch:
+    """Entries of one round: ids resolved against the store (a longer id when the
+    short one holds other content), then written in one atomic ``put_many``."""
+
+    def __init__(self, store: VerbatimStore) -> None:
+        self.store = store
+        self.entries: dict[str, bytes] = {}
+
+    def add_all(self, records: Sequence[Mapping[str, Any]]) -> list[str]:
+        datas = [encode(r) for r in records]
+        digests = [hashlib.sha256(d).digest() for d in datas]
+        ids = [""] * len(datas)
+        todo = list(range(len(datas)))
+        for n in _ID_LENGTHS:
+            if not todo:
+                break
+            keys = [entry_id(digests[k], n) for k in todo]
+            unknown = [key for key in dict.fromkeys(keys) if key not in self.entries]
+            stored = dict(zip(unknown, self.store.get_many(unknown), strict=True))
+            left = []
+            for k, key in zip(todo, keys, strict=True):
+                have = self.entries.get(key, stored.get(key))
+                if have is None or have == datas[k]:
+                    self.entries[key] = datas[k]
+                    ids[k] = key
+                else:
+                    left.append(k)
+            todo = left
+        return ids
+
+    def add(self, record: Mapping[str, Any]) -> str:
+        return self.add_all([record])[0]
+
+    def commit(self) -> None:
+        self.store.put_many(self.entries)
+
+
+def load(store: VerbatimStore, ids: Sequence[str]) -> list[dict[str, Any] | None]:
+    """The records stored under ``ids`` (``None`` where the store lacks one)."""
+    return [None if v is None else json.loads(v) for v in store.get_many(list(ids))]

@@ -1,0 +1,254 @@
+"""Reversible compaction: nothing a compressor removes is lost, only folded.
+
+Reversibility is a layer around a :class:`~ctxfold.Strategy`: :func:`compact_reversibly`
+runs the strategy's public ``compact`` with room left for the round's line, then writes
+to the verbatim store, in one atomic batch, every input message under a content-derived
+id and the *round*: which messages went in, which came out, and which the model no
+longer sees (*hidden*).
+
+The output names the round in one line, ``[ctxfold round <id>: 21 earlier messages
+condensed]``: the first line of the strategy's note or summary, or of a block after the
+leading system messages when the strategy wrote none. Every message the strategy
+rewrote carries a marker, ``[expand <id>]``. After the round's line come the references
+of what the model no longer sees in full (files, URLs, errors, ...), in what is left of
+``reference_share`` of the budget (a strategy that lists identifiers itself, as
+``auto``'s note does, gets none). :func:`ctxfold.expand` turns a compressed history
+back into the original.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, NamedTuple
+
+from ..contract import Compaction, Conversation, Strategy
+from ..exceptions import BudgetError, ConfigurationError
+from ..messages import Message
+from ..references.index import ReferenceIndex, check_max_references
+from ..result import FOLDED, NOTE_KEY, Decision, earlier, note_head
+from ..storage.store import VerbatimStore, get_store
+from .records import Batch, marker, message_record
+
+__all__ = ["Layered", "RoundSettings", "compact_reversibly", "round_heads"]
+
+_FIXED_RESERVE = 28  # tokens first set aside for the round's tag and a few markers
+_MIN_BLOCK = 16  # the bare round tag as a message
+_MIN_REFERENCES = 32  # tokens: the references' header, a group's label and a few items
+_MAX_TRIES = 5
+_SAMPLE_ID = "314159265358"  # for estimating what a round's head costs (any id costs that)
+_HEAD_SHARE = 50  # a note's full round line when it takes at most 1/50 of the free budget
+_NO_ROOM = (
+    "reversible: the round's tag and markers (about {reserve} tokens) do not fit "
+    "beside the pinned messages, so this result is not reversible; raise the budget to "
+    "make it so"
+)
+
+
+@dataclass(frozen=True)
+class RoundSettings:
+    """Where a reversible round's originals go and how much room its line may take.
+
+    Args:
+        store: the verbatim store (``None``: the process's memory store, capped at
+            :data:`ctxfold.storage.DEFAULT_MAX_BYTES`; ``"sqlite:///path.db"``,
+            ``"redis://..."`` or a :class:`ctxfold.storage.VerbatimStore`).
+        reference_share: the round's line and the references take at most this
+            share of the budget.
+        max_references: at most this many references follow the round's line.
+    """
+
+    store: VerbatimStore | None = None
+    reference_share: float = 0.1
+    max_references: int | None = 200
+
+    @classmethod
+    def of(
+        cls, *, store: Any = None, reference_share: object = 0.1, max_references: object = 200
+    ) -> RoundSettings:
+        """Checked settings from user options."""
+        if isinstance(reference_share, bool) or not isinstance(reference_share, (int, float)):
+            raise ConfigurationError(
+                f"reference_share must be a number in [0, 1), got {reference_share!r}"
+            )
+        if not 0 <= reference_share < 1:
+            raise ConfigurationError(
+                f"reference_share must be a number in [0, 1), got {reference_share!r}"
+            )
+        return cls(
+            None if store is None else get_store(store),
+            float(reference_share),
+            check_max_references(max_references),
+        )
+
+    def cap(self, budget: int) -> int:
+        """Tokens the round's tag and references may take together."""
+        return int(self.reference_share * budget)
+
+
+class Layered(NamedTuple):
+    """A reversible round's output; ``round_id`` is ``None`` when there was no room for
+    the round's tag (``warnings`` says so) and the output is the strategy's plain one."""
+
+    compaction: Compaction
+    warnings: tuple[str, ...]
+    round_id: str | None
+
+
+def _reserve(strategy: Strategy, settings: RoundSettings, conv: Conversation) -> int:
+    """Tokens first set aside for what the round adds to the strategy's output."""
+    counter, budget = conv.counter, conv.budget
+    if not strategy.lists_identifiers:  # a block with the round and the references
+        return max(settings.cap(budget), _FIXED_RESERVE)
+    # The strategy's note will carry the round in its first line.
+    what = f"{earlier(len(conv.messages))} condensed"
+    heads = round_heads(_SAMPLE_ID, what)
+    pinned = [m for m in conv.messages if m.role in strategy.pin_roles]
+    free = budget - counter.count_messages(pinned)
+    full = counter.count_text(heads[0])
+    # In a tight budget the round's description is worth less than what the note
+    # would drop for it: reserve for the bare tag (a longer head is used if it fits).
+    head = full if full * _HEAD_SHARE <= free else counter.count_text(heads[-1])
+    return max(head - counter.count_text(note_head(what)), 0)
+
+
+def compact_reversibly(strategy: Strategy, conv: Conversation, settings: RoundSettings) -> Layered:
+    """Run ``strategy`` with room left for the round's tag, its markers and (unless the
+    strategy lists identifiers itself) its references; mark what it wrote, add the tag
+    and the references, and store every original; shrink and retry until the whole
+    fits the budget."""
+    store = get_store(settings.store)
+    budget = conv.budget
+    reserve = _reserve(strategy, settings, conv)
+    for _ in range(_MAX_TRIES):
+        try:
+            done = strategy.compact(conv.with_budget(max(budget - reserve, 1)))
+        except BudgetError:
+            if reserve > _MIN_BLOCK:  # no room for references, then only the bare tag
+                reserve = _FIXED_RESERVE if reserve > _FIXED_RESERVE else _MIN_BLOCK
+                continue
+            break
+        batch = Batch(store)
+        final, round_id = _mark(strategy, settings, conv, list(done.messages), done.trace, batch)
+        total = conv.counter.count_messages(final)
+        if total <= budget or strategy.overflow == "best_effort":
+            batch.commit()
+            return Layered(Compaction(final, done.trace, done.savings), (), round_id)
+        reserve += total - budget + 4
+    # Not even the round tag fits beside what must be kept: the plain result (which
+    # raises if that cannot fit either), said out loud.
+    return Layered(strategy.compact(conv), (_NO_ROOM.format(reserve=_MIN_BLOCK),), None)
+
+
+def round_heads(round_id: str, what: str) -> tuple[str, ...]:
+    """The first line of the message that carries a round, longest first: its id and
+    what the round folded; the bare tag for the tightest budgets. How to expand is for
+    the expand tool's description to say (:func:`ctxfold.expand_tool`): a model without
+    the tool cannot expand anything."""
+    tag = f"[ctxfold round {round_id}"
+    return (f"{tag}: {what}]", f"{tag}]") if what else (f"{tag}]",)
+
+
+def _mark(
+    strategy: Strategy,
+    settings: RoundSettings,
+    conv: Conversation,
+    out: list[Message],
+    trace: Sequence[Decision],
+    batch: Batch,
+) -> tuple[list[Message], str]:
+    """The round's output: a marker on every message the strategy rewrote, the round's
+    tag at the head of its note (or in a block after the leading system messages when
+    it wrote none) and the references of what the model no longer sees in full, in the
+    room left within ``reference_share`` of the budget. The batch gets every entry."""
+    messages, counter, budget = conv.messages, conv.counter, conv.budget
+    msg_ids = batch.add_all([message_record(m) for m in messages])
+    shown = [d for d in trace if d.tokens_after > 0]  # one per non-note output message
+    hidden = [d.index for d in trace if d.tokens_after == 0]
+    inputs = {id(m) for m in messages}
+    marked: list[Message] = []
+    rewritten: list[int] = []
+    note_at: int | None = None
+    k = 0
+    for m in out:
+        meta = m.metadata.get(NOTE_KEY)
+        if id(m) not in inputs and isinstance(meta, Mapping):
+            if note_at is None and _carries_head(m):
+                note_at = len(marked)
+            marked.append(m)
+            continue
+        d = shown[k] if k < len(shown) else None
+        k += 1
+        if d is not None and m != messages[d.index]:
+            rewritten.append(d.index)
+            if isinstance(m.content, str):
+                sep = " " if m.content else ""
+                m = replace(m, content=f"{m.content}{sep}{marker(msg_ids[d.index])}")
+        marked.append(m)
+    round_id = batch.add(
+        {
+            "k": "round",
+            "in": msg_ids,
+            "out": [m.fingerprint for j, m in enumerate(marked) if j != note_at],
+            "hid": [msg_ids[i] for i in hidden],
+        }
+    )
+    if note_at is not None:  # the note's first line names the round
+        note = marked[note_at]
+        meta = {**note.metadata[NOTE_KEY], "round": round_id}
+        what = str(meta["what"])
+        folded = sum(1 for d in trace if d.action == "summarized" or d.reason == FOLDED)
+        if len(hidden) > folded:
+            what += f", {len(hidden) - folded} more left out"
+        body = note.text.split("\n", 1)[1] if "\n" in note.text else ""
+        role = note.role
+    else:  # a block after the leading system messages of the input
+        note_at = 0
+        while (
+            note_at < len(marked)
+            and id(marked[note_at]) in inputs
+            and marked[note_at].role in strategy.pin_roles
+        ):
+            note_at += 1
+        what = f"{earlier(len(hidden))} left out" if hidden else ""
+        meta = {"kind": "references", "what": what, "round": round_id}
+        marked.insert(note_at, Message("system", ""))
+        body, role = "", "system"
+    rest = counter.count_messages(marked[:note_at] + marked[note_at + 1 :])
+    for head in round_heads(round_id, what):  # the longest that fits
+        carrier = Message(role, head + (f"\n{body}" if body else ""), metadata={NOTE_KEY: meta})
+        if rest + counter.count_message(carrier) <= budget:
+            break
+    marked[note_at] = carrier
+    # The references of what the model no longer sees in full, in the room left (a
+    # strategy that lists identifiers itself has its own list: auto's note).
+    room = budget - rest - counter.count_message(carrier) - 1
+    allowance = min(settings.cap(budget) - counter.count_text(head), room)
+    unseen = sorted(set(hidden) | set(rewritten))
+    if allowance >= _MIN_REFERENCES and unseen and not strategy.lists_identifiers:
+        index = ReferenceIndex(max_references=settings.max_references)
+        for i in unseen:
+            index.add_messages([messages[i]], start=i)
+        users = [m.text for m in messages if m.role == "user"]
+        goal = " ".join(users[:1] + users[-1:])
+        index.score(goal=goal, recent=[m.text for m in marked[-4:]], now=len(messages) - 1)
+        refs = index.block(
+            max_tokens=allowance,
+            counter=counter,
+            shown="\n".join(m.text for m in marked),
+            expand_ids={r.id: msg_ids[r.source] for r in index},
+        )
+        if refs:
+            marked[note_at] = replace(carrier, content=f"{carrier.text}\n{refs}")
+    return marked, round_id
+
+
+def _carries_head(m: Message) -> bool:
+    """Whether ``m`` is a strategy's note whose first line can carry the round's tag."""
+    meta = m.metadata.get(NOTE_KEY)
+    return (
+        isinstance(meta, Mapping)
+        and isinstance(meta.get("what"), str)
+        and isinstance(m.content, str)
+        and m.content.split("\n", 1)[0] == note_head(meta["what"])
+    )

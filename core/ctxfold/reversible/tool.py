@@ -1,0 +1,208 @@
+"""The expand tool: lets the model itself unfold what a reversible round folded.
+
+A reversible output names its round in one line, ``[ctxfold round <id>: 12 earlier
+messages condensed]``, and marks every shortened message with ``[expand <id>]``. Give
+the model :func:`expand_tool` and it can read any of those originals in full, a page
+at a time. The tool is framework-neutral: its ``to_openai()`` / ``to_anthropic()``
+definitions go in a chat request, and :meth:`ExpandTool.answer` turns the model's tool
+call into the tool-result message; ``langchain_ctx.expand_tool`` and
+``llamaindex_ctx.expand_tool`` wrap it for those frameworks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from ..contract import CounterSpec
+from ..exceptions import ConfigurationError, ExpandError
+from ..messages import Message, ToolCall
+from ..storage.store import VerbatimStore, get_store
+from ..tokens import get_counter
+from .expand import expand
+
+__all__ = ["ExpandTool", "expand_tool"]
+
+DESCRIPTION = (
+    "Read in full what context compression folded away. The conversation may hold "
+    "lines such as '[ctxfold round <id>: 12 earlier messages condensed]' and markers "
+    "such as '[expand <id>]' on shortened messages: call this tool with that id to get "
+    "the original messages back. Long results come in pages: pass page=2, 3, ... for "
+    "the rest."
+)
+_MIN_PAGE = 64  # tokens: a smaller page would not hold a useful excerpt
+
+
+class ExpandTool:
+    """A tool named ``expand`` that gives the model the originals behind an id.
+
+    Calling it (``tool(id, page=1)``) returns text for the model: the original
+    messages of a round (the ones it hid) or of one marked message, at most
+    ``max_tokens`` per page, with a line saying how to get the next page. A wrong id or
+    page comes back as a sentence that says what to pass instead, never as an
+    exception (a model's bad call must not end the agent's loop); use
+    :func:`ctxfold.expand` to get :class:`~ctxfold.ExpandError` instead.
+
+    Args:
+        store: where the rounds were stored (the compressor's ``store``; ``None`` is
+            the process's memory store).
+        max_tokens: the most one page may hold.
+        counter: how tokens are counted (any :func:`ctxfold.get_counter` spec).
+        name: the tool's name as the model sees it.
+    """
+
+    def __init__(
+        self,
+        store: VerbatimStore | str | None = None,
+        *,
+        max_tokens: int = 4000,
+        counter: CounterSpec = None,
+        name: str = "expand",
+    ) -> None:
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int):
+            raise ConfigurationError(f"max_tokens must be an integer, got {max_tokens!r}")
+        if max_tokens < _MIN_PAGE:
+            raise ConfigurationError(f"max_tokens must be at least {_MIN_PAGE}, got {max_tokens}")
+        if not isinstance(name, str) or not name.strip():
+            raise ConfigurationError(f"name must be a non-empty string, got {name!r}")
+        self.store = get_store(store)
+        self.max_tokens = max_tokens
+        self.counter = get_counter(counter)
+        self.name = name
+        self.description = DESCRIPTION
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        """The JSON schema of the arguments."""
+        return {
+            "type": "object",
+            "properties": {
+                "id": {
+                    "type": "string",
+                    "description": "the id from '[ctxfold round <id>...]' or '[expand <id>]'",
+                },
+                "page": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "description": "which page of a long result (default 1)",
+                },
+            },
+            "required": ["id"],
+        }
+
+    def to_openai(self) -> dict[str, Any]:
+        """The tool definition for the OpenAI chat API (``tools=[...]``)."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+            },
+        }
+
+    def to_anthropic(self) -> dict[str, Any]:
+        """The tool definition for the Anthropic messages API (``tools=[...]``)."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "input_schema": self.parameters,
+        }
+
+    def __call__(self, id: str, page: int = 1) -> str:
+        """The originals behind ``id``, page ``page``, as text for the model."""
+        if not isinstance(id, str) or not id.strip():
+            return "Pass the id from a '[ctxfold round <id>...]' line or an '[expand <id>]' marker."
+        if isinstance(page, bool) or not isinstance(page, int) or page < 1:
+            return f"page must be a whole number from 1 up, not {page!r}."
+        try:
+            text = expand(id, store=self.store)
+        except ExpandError as exc:
+            return f"{exc}."
+        if not text:
+            return f"{id.strip()} hid no messages; expand the [expand <id>] markers instead."
+        pages = self._pages(text)
+        if page > len(pages):
+            return f"{id.strip()} has {len(pages)} page(s); ask for one from 1 to {len(pages)}."
+        if len(pages) == 1:
+            return pages[0]
+        more = f"; call {self.name}(id, page={page + 1}) for more" if page < len(pages) else ""
+        text = pages[page - 1]
+        sep = "" if text.endswith("\n") else "\n"
+        return f"{text}{sep}[page {page} of {len(pages)}{more}]"
+
+    async def acall(self, id: str, page: int = 1) -> str:
+        """:meth:`__call__` in a worker thread (the store may do I/O)."""
+        return await asyncio.to_thread(self, id, page)
+
+    def answer(self, call: ToolCall | Mapping[str, Any]) -> Message:
+        """The tool-result message for the model's call (a :class:`ctxfold.ToolCall`
+        or an OpenAI ``tool_calls`` entry): role ``tool``, answering its id."""
+        call_id: str | None
+        arguments: Any
+        if isinstance(call, ToolCall):
+            call_id, arguments = call.id, call.arguments
+        else:
+            function = call.get("function", {})
+            call_id, arguments = call.get("id"), function.get("arguments", "{}")
+        try:
+            args = json.loads(arguments) if isinstance(arguments, str) else dict(arguments)
+        except (ValueError, TypeError):
+            args = None
+        if not isinstance(args, dict):
+            text = f'The arguments must be a JSON object like {{"id": "..."}}, not {arguments!r}.'
+        else:
+            text = self(args.get("id", ""), args.get("page", 1))
+        return Message("tool", text, tool_call_id=call_id)
+
+    def _pages(self, text: str) -> list[str]:
+        """``text`` cut at line ends into pages of at most ``max_tokens`` (joined, they
+        are ``text`` again)."""
+        count = self.counter.count_text
+        if count(text) <= self.max_tokens:
+            return [text]
+        pages: list[str] = []
+        current: list[str] = []
+        used = 0
+        for line in _pieces(text, count, self.max_tokens):
+            cost = count(line)
+            if current and used + cost > self.max_tokens:
+                pages.append("".join(current))
+                current, used = [], 0
+            current.append(line)
+            used += cost
+        if current:
+            pages.append("".join(current))
+        return pages
+
+    def __repr__(self) -> str:
+        return f"ExpandTool(store={self.store!r}, max_tokens={self.max_tokens})"
+
+
+def _pieces(text: str, count: Any, limit: int) -> list[str]:
+    """Lines of ``text`` (with their ends), a line longer than ``limit`` cut in halves
+    until every part fits."""
+    out: list[str] = []
+    todo = text.splitlines(keepends=True)[::-1]
+    while todo:
+        line = todo.pop()
+        if len(line) < 2 or count(line) <= limit:
+            out.append(line)
+        else:
+            half = len(line) // 2
+            todo += [line[half:], line[:half]]
+    return out
+
+
+def expand_tool(
+    store: VerbatimStore | str | None = None,
+    *,
+    max_tokens: int = 4000,
+    counter: CounterSpec = None,
+    name: str = "expand",
+) -> ExpandTool:
+    """An :class:`ExpandTool` over ``store``: give it to the model beside a reversible
+    history so that it can read any folded original in full."""
+    return ExpandTool(store, max_tokens=max_tokens, counter=counter, name=name)

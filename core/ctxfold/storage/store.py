@@ -1,0 +1,312 @@
+"""The verbatim store: every span a compressor removes, summarizes or rewrites, kept
+under a content-derived id so that it can always be given back.
+
+A store maps ids to ``bytes`` and never overwrites: an id is derived from its content,
+so writing it again is a no-op. It never forgets either, except a memory store given a
+``max_bytes`` cap (the process's default store has one), which drops its oldest entries
+past the cap. :meth:`VerbatimStore.put_many` writes a
+batch atomically (one SQLite transaction, one Redis ``MULTI``/``EXEC``), so a crash
+cannot leave a compressed history whose markers point at nothing.
+
+Backends: :class:`MemoryStore` (the default, one per process), :class:`SQLiteStore`
+(a file: persistent, shared by the processes of one machine) and :class:`RedisStore`
+(shared by many machines; ``pip install 'ctxfold[redis]'``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from .._state import default
+from ..exceptions import CacheError, ConfigurationError
+from ._closing import Closing
+from ._redis import import_redis, redact
+from ._sqlite import SQL_CHUNK, SQLiteFile, check_sqlite_file, immediate
+from .spec import Kind, parse_spec
+
+__all__ = ["MemoryStore", "RedisStore", "SQLiteStore", "VerbatimStore", "get_store"]
+
+#: What the process's shared default memory store holds at most (256 MiB).
+DEFAULT_MAX_BYTES = 256 * 2**20
+_log = logging.getLogger("ctxfold")
+
+
+@runtime_checkable
+class VerbatimStore(Protocol):
+    """Where originals live. This is a Protocol: any object with these methods works.
+
+    ``put_many`` stores a batch atomically and never overwrites an id that exists;
+    ``get_many`` returns the values in order, ``None`` for an unknown id.
+    """
+
+    def put_many(self, entries: Mapping[str, bytes]) -> None:
+        """Store every entry, all or none; existing ids keep their value."""
+        ...
+
+    def get_many(self, ids: Sequence[str]) -> list[bytes | None]:
+        """The values under ``ids``, in order (``None`` where unknown)."""
+        ...
+
+
+def _check_entries(entries: Mapping[str, bytes]) -> None:
+    for key, value in entries.items():
+        if not isinstance(key, str) or not key:
+            raise ConfigurationError(f"store ids must be non-empty strings, got {key!r}")
+        if not isinstance(value, bytes):
+            raise ConfigurationError(
+                f"store values must be bytes, got {type(value).__name__} for {key!r}"
+            )
+
+
+class MemoryStore:
+    """A dict behind a lock, for the life of the process.
+
+    ``max_bytes`` caps what it holds: past it, the entries written longest ago go first
+    (writing an entry again counts as new), and :func:`ctxfold.expand` reports their
+    ids as missing. ``None`` (the default for a store you make) keeps everything; the
+    process's shared default store keeps :data:`DEFAULT_MAX_BYTES`. For originals that
+    must survive, use :class:`SQLiteStore` or :class:`RedisStore`.
+    """
+
+    def __init__(self, *, max_bytes: int | None = None) -> None:
+        if max_bytes is not None and (
+            isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1
+        ):
+            raise ConfigurationError(
+                f"max_bytes must be a positive integer or None, got {max_bytes!r}"
+            )
+        self.max_bytes = max_bytes
+        self._data: OrderedDict[str, bytes] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+        self.evicted = 0  # entries dropped to stay within max_bytes
+
+    def put_many(self, entries: Mapping[str, bytes]) -> None:
+        """Store every entry; existing ids keep their value (and count as new)."""
+        _check_entries(entries)
+        with self._lock:
+            data = self._data
+            for key, value in entries.items():
+                if key in data:
+                    data.move_to_end(key)
+                else:
+                    data[key] = value
+                    self._bytes += len(key) + len(value)
+            if self.max_bytes is None or self._bytes <= self.max_bytes:
+                return
+            written = set(entries)
+            dropped = 0
+            while self._bytes > self.max_bytes and data:
+                key, value = next(iter(data.items()))
+                if key in written:  # never drop part of the batch just written
+                    break
+                del data[key]
+                self._bytes -= len(key) + len(value)
+                dropped += 1
+            if dropped and not self.evicted:
+                _log.warning(
+                    "ctxfold: the memory store passed %d bytes and dropped its oldest "
+                    "originals; give the compressor store='sqlite:///originals.db' (or a "
+                    "Redis URL) to keep every one",
+                    self.max_bytes,
+                )
+            self.evicted += dropped
+
+    def get_many(self, ids: Sequence[str]) -> list[bytes | None]:
+        """The values under ``ids``, in order (``None`` where unknown)."""
+        with self._lock:
+            return [self._data.get(i) for i in ids]
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes of the ids and values held."""
+        return self._bytes
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._data)
+
+    def __repr__(self) -> str:
+        return f"MemoryStore({len(self)} entries, {self._bytes} bytes)"
+
+
+class SQLiteStore(SQLiteFile):
+    """A table in a SQLite file (WAL mode): persistent, and shared by the threads and
+    processes of one machine. A batch is one transaction. Use it as a context manager
+    or call :meth:`close`."""
+
+    def __init__(self, path: str | os.PathLike[str], *, table: str = "ctxfold_store") -> None:
+        self.path, self.table = check_sqlite_file(path, table, "store")
+        self._lock = threading.Lock()
+        try:
+            conn = sqlite3.connect(
+                self.path, timeout=30.0, check_same_thread=False, isolation_level=None
+            )
+        except sqlite3.Error as exc:
+            raise ConfigurationError(f"cannot open the SQLite store {self.path!r}: {exc}") from None
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            with immediate(conn):
+                conn.execute(
+                    f"CREATE TABLE IF NOT EXISTS {self.table} "
+                    "(id TEXT PRIMARY KEY, value BLOB NOT NULL)"
+                )
+        except sqlite3.Error as exc:
+            conn.close()
+            raise ConfigurationError(
+                f"cannot use {self.path!r} as a SQLite store: {exc}; give a new file or "
+                "one this store created"
+            ) from None
+        self._conn: sqlite3.Connection | None = conn
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise CacheError(f"the SQLite store {self.path!r} is closed; open a new one")
+        return self._conn
+
+    def put_many(self, entries: Mapping[str, bytes]) -> None:
+        """Store every entry in one transaction; existing ids keep their value."""
+        _check_entries(entries)
+        if not entries:
+            return
+        with self._lock:
+            conn = self._connection()
+            try:
+                with immediate(conn):
+                    conn.executemany(
+                        f"INSERT OR IGNORE INTO {self.table} (id, value) VALUES (?, ?)",
+                        list(entries.items()),
+                    )
+            except sqlite3.Error as exc:
+                raise CacheError(
+                    f"the SQLite store {self.path!r} failed: {exc}; nothing of this batch "
+                    "was written; check that the file is writable and the disk not full"
+                ) from None
+
+    def get_many(self, ids: Sequence[str]) -> list[bytes | None]:
+        """The values under ``ids``, in order (``None`` where unknown)."""
+        ids = list(ids)
+        found: dict[str, bytes] = {}
+        with self._lock:
+            conn = self._connection()
+            try:
+                for start in range(0, len(ids), SQL_CHUNK):
+                    chunk = ids[start : start + SQL_CHUNK]
+                    marks = ",".join("?" * len(chunk))
+                    rows = conn.execute(
+                        f"SELECT id, value FROM {self.table} WHERE id IN ({marks})", chunk
+                    )
+                    found.update((k, bytes(v)) for k, v in rows)
+            except sqlite3.Error as exc:
+                raise CacheError(f"the SQLite store {self.path!r} failed: {exc}") from None
+        return [found.get(i) for i in ids]
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore({self.path!r}, table={self.table!r})"
+
+
+class RedisStore(Closing):
+    """Keys ``prefix + id`` in a Redis server, shared by every process and machine that
+    reaches it. A batch is one ``MULTI``/``EXEC`` of ``SET NX`` (all or none, never an
+    overwrite). Entries do not expire: configure the server without eviction
+    (``maxmemory-policy noeviction``) so nothing is lost."""
+
+    def __init__(
+        self,
+        url: str = "redis://127.0.0.1:6379/0",
+        *,
+        client: Any = None,
+        prefix: str = "ctxfold:store:",
+    ) -> None:
+        if not isinstance(prefix, str) or not prefix:
+            raise ConfigurationError(f"prefix must be a non-empty string, got {prefix!r}")
+        if not isinstance(url, str):
+            raise ConfigurationError(f"url must be a string, got {type(url).__name__}")
+        redis = import_redis("store")
+        self._errors: tuple[type[BaseException], ...] = (redis.exceptions.RedisError,)
+        self.prefix = prefix
+        self._owns_client = client is None
+        if client is None:
+            try:
+                client = redis.Redis.from_url(url, socket_connect_timeout=5.0, socket_timeout=30.0)
+            except ValueError as exc:
+                raise ConfigurationError(
+                    f"invalid Redis URL {redact(url)!r}: {exc}; use a form such as "
+                    "redis://127.0.0.1:6379/0"
+                ) from None
+        self.url = url
+        self._client = client
+        self._call(client.ping)
+
+    def _call(self, func: Any, *args: Any) -> Any:
+        try:
+            return func(*args)
+        except self._errors as exc:
+            raise CacheError(
+                f"the Redis store at {redact(self.url)} failed: {exc}; check that the "
+                "server runs (redis-server --port 6379 --bind 127.0.0.1) and the URL"
+            ) from None
+
+    def put_many(self, entries: Mapping[str, bytes]) -> None:
+        """Store every entry in one transaction; existing ids keep their value."""
+        _check_entries(entries)
+        if not entries:
+            return
+        pipe = self._client.pipeline(transaction=True)
+        for key, value in entries.items():
+            pipe.set(self.prefix + key, value, nx=True)
+        self._call(pipe.execute)
+
+    def get_many(self, ids: Sequence[str]) -> list[bytes | None]:
+        """The values under ``ids``, in order (``None`` where unknown)."""
+        ids = list(ids)
+        if not ids:
+            return []
+        values = self._call(self._client.mget, [self.prefix + i for i in ids])
+        return [None if v is None else bytes(v) for v in values]
+
+    def close(self) -> None:
+        """Release the connection pool this store created (not a client passed in)."""
+        if self._owns_client:
+            self._client.close()
+
+    def __repr__(self) -> str:
+        return f"RedisStore({redact(self.url)!r}, prefix={self.prefix!r})"
+
+
+_FORMS = (
+    "None (the process's memory store), 'memory', 'sqlite:///path.db' (or a path "
+    "ending in .db), 'redis://host:6379/0', or an object with put_many and get_many"
+)
+
+
+def get_store(spec: VerbatimStore | str | os.PathLike[str] | None = None) -> VerbatimStore:
+    """Resolve a store spec: ``None`` (one shared in-memory store per process, holding
+    at most :data:`DEFAULT_MAX_BYTES`),
+    ``"memory"`` (a new one), ``"sqlite:///path.db"`` / a ``.db`` path, a Redis URL,
+    or any :class:`VerbatimStore`."""
+    if spec is None:
+        return default("store", lambda: MemoryStore(max_bytes=DEFAULT_MAX_BYTES))
+    if isinstance(spec, os.PathLike):
+        spec = os.fspath(spec)
+    if isinstance(spec, str):
+        parsed = parse_spec(spec)
+        if parsed is None:
+            raise ConfigurationError(f"unknown store spec {spec!r}; use {_FORMS}")
+        if parsed.kind is Kind.MEMORY:
+            return MemoryStore()
+        if parsed.kind is Kind.REDIS:
+            return RedisStore(parsed.target)
+        if not parsed.target:
+            raise ConfigurationError(f"store spec {spec!r} names no file; use {_FORMS}")
+        return SQLiteStore(parsed.target)
+    if isinstance(spec, VerbatimStore):
+        return spec
+    raise ConfigurationError(f"store must be {_FORMS}; got {type(spec).__name__}")

@@ -1,0 +1,202 @@
+"""Stage 4, assemble: the output for the current selection. Pinned and verbatim
+messages as they are, a unit whose content is all chosen in place (after layers and
+adapters), everything else condensed, speaker by speaker, into one note that ends with
+the identifiers of folded content that appear nowhere else."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, replace
+from typing import Any, NamedTuple
+
+from ...contract import Conversation
+from ...messages import Message
+from ...result import FOLDED, NOTE_KEY, Action, Decision, earlier, note_message
+from ...text.layers import Layers, build_codebook
+from ...text.scoring import elide
+from ...tokens import TokenCounter
+from ...units import Unit
+from .plan import Plan, lookup
+from .policy import POLICY, Verbatim
+
+__all__ = ["Assembled", "Layout", "Notes", "assemble", "savings"]
+
+
+@dataclass
+class Layout:
+    """Where every message of the history stands in the current round of the fit loop:
+    pinned, kept verbatim (and why), or older (planned, maybe folded)."""
+
+    pinned: set[int]
+    verbatim: dict[int, Verbatim]
+    old_units: list[Unit]
+    plans: dict[int, Plan]
+    pool: list[tuple[str, float]]
+
+
+class Assembled(NamedTuple):
+    """An output, its trace, and where its note is (``None``: no note)."""
+
+    messages: list[Message]
+    trace: list[Decision]
+    note_at: int | None
+
+
+@dataclass(frozen=True)
+class Notes:
+    """Writes ``auto``'s note: who said what, condensed, then the identifiers of
+    folded content that appear nowhere else (encoded with a codebook if the layers ask
+    for one)."""
+
+    role: str
+    layers: Layers
+
+    def write(
+        self,
+        folded: int,
+        lines: list[str],
+        candidates: list[str],
+        shown: str,
+        counter: TokenCounter,
+        summarized: bool = False,
+    ) -> Message:
+        """The note on ``folded`` messages: ``lines``, then the ``candidates`` not in
+        ``shown``, none listed twice (one inside another listed one is found there)."""
+        how = "summarized" if summarized else "condensed"
+        in_shown = lookup(shown, len(candidates))
+        listed = list(dict.fromkeys(v for v in candidates if v not in in_shown))
+        joined = "\n".join(listed)  # a value inside another listed one is found there
+        listed = [v for v in listed if joined.count(v) == 1]
+        body = list(lines)
+        if listed:
+            body.append(POLICY.also + ", ".join(listed))
+        meta: dict[str, Any] = {"folded": folded, "listed": candidates}
+        text = "\n".join(body)
+        layers = self.layers
+        if text and (layers.codebook or layers.static_codebook or layers.path_aliases):
+            book = build_codebook(
+                [text],
+                counter.count_text,
+                static=layers.static_codebook,
+                dynamic=layers.codebook,
+                paths=layers.path_aliases,
+            )
+            encoded, used = book.encode(text)
+            header = book.header(used)
+            saved = counter.count_text(text) - counter.count_text(encoded + "\n" + header)
+            if used and saved > 0:
+                meta["codebook"] = {k: book.entries[k] for k in sorted(used)}
+                meta["codebook_saved"] = saved
+                text = header + "\n" + encoded
+        return note_message(self.role, "note", f"{earlier(folded)} {how}", text, **meta)
+
+
+def condensed(p: Plan) -> str:
+    """The chosen parts of a message, for the note (nothing for a copy of a later
+    message: in the note, a pointer to it says nothing)."""
+    if p.deduplicated:
+        return ""
+    parts: list[str] = []
+    for pi, piece in enumerate(p.pieces):
+        segs, chosen = p.segments[pi], p.chosen[pi]
+        if not any(chosen):
+            if parts and piece.mode == "lines" and not parts[-1].endswith("... "):
+                parts.append(" ... ")
+            continue
+        parts.append(elide(replace(piece, keep=False), segs, chosen, marks=False))
+    body = "".join(parts).strip()
+    calls = [
+        f"-> {c.name}({c.arguments})" for c, ok in zip(p.calls, p.call_chosen, strict=True) if ok
+    ]
+    return " ".join(x for x in (body, *calls) if x)
+
+
+def _in_place(
+    m: Message, p: Plan, t: int, i: int, counter: TokenCounter, step: str
+) -> tuple[Message, Decision]:
+    """A message whose content is all chosen, after its layers and adapters."""
+    text = "".join(pc.text for pc in p.pieces)
+    new = (
+        replace(m, content=text, tool_calls=p.calls)
+        if isinstance(m.content, str)
+        else replace(m, tool_calls=p.calls)
+    )
+    after = counter.count_message(new)
+    if new == m or after >= t:
+        return m, Decision(i, "kept", "selected", t, t, step)
+    done: Action = "deduplicated" if p.deduplicated else "compressed"
+    return new, Decision(i, done, "selected", t, after, step, tuple(p.reasons))
+
+
+def assemble(
+    conv: Conversation,
+    layout: Layout,
+    chosen_ids: list[bool],
+    notes: Notes,
+    step: str,
+    *,
+    force_fold: bool = False,
+) -> Assembled:
+    """The output for the current selection, its trace and where the note is."""
+    messages, tokens, counter, plans = conv.messages, conv.tokens, conv.counter, layout.plans
+    in_place: set[int] = set()
+    if not force_fold:
+        for u in layout.old_units:
+            if all(plans[i].complete() for i in u.indices):
+                in_place.update(u.indices)
+    out: list[Message] = []
+    trace: list[Decision] = []
+    lines: list[str] = []
+    folded = 0
+    last_tag = ""
+    note_at: int | None = None
+    for i, m in enumerate(messages):
+        t = tokens[i]
+        if i in layout.pinned:
+            out.append(m)
+            trace.append(Decision(i, "kept", f"pinned:{m.role}", t, t, step))
+        elif i in layout.verbatim:
+            out.append(m)
+            trace.append(Decision(i, "kept", layout.verbatim[i].value, t, t, step))
+        elif i in in_place:
+            shown_m, decision = _in_place(m, plans[i], t, i, counter, step)
+            out.append(shown_m)
+            trace.append(decision)
+        else:
+            p = plans[i]
+            folded += 1
+            if note_at is None:
+                note_at = len(out)
+            shown = condensed(p) if not force_fold else ""
+            if shown and lines and last_tag == p.tag and not p.tag.startswith("tool"):
+                lines[-1] += " " + shown  # the same speaker again: one tag for both
+            elif shown:
+                lines.append(f"{p.tag}: {shown}")
+                last_tag = p.tag
+            action: Action = "deduplicated" if p.deduplicated else "summarized"
+            trace.append(Decision(i, action, FOLDED, t, 0, step, tuple(p.reasons)))
+    if note_at is not None:
+        shown_text = "\n".join(
+            m.text + " " + " ".join(c.arguments for c in m.tool_calls) for m in out
+        ) + "\n".join(lines)
+        listed = [v for (v, _), ok in zip(layout.pool, chosen_ids, strict=True) if ok]
+        out.insert(note_at, notes.write(folded, lines, listed, shown_text, counter))
+    return Assembled(out, trace, note_at)
+
+
+def savings(
+    plans: dict[int, Plan], tokens: list[int], note: Message | None, counter: TokenCounter
+) -> dict[str, int]:
+    """Tokens each layer saved on the older messages, and what selection saved."""
+    total: Counter[str] = Counter()
+    for i, plan in plans.items():
+        total.update(plan.savings)
+        if plan.deduplicated:
+            total["dedup"] += tokens[i]
+    meta = {} if note is None else note.metadata[NOTE_KEY]
+    if "codebook" in meta:
+        total["codebook"] += meta["codebook_saved"]
+    old_after = 0 if note is None else counter.count_message(note)
+    layered = sum(total.values())
+    total["selection"] = max(sum(tokens[i] for i in plans) - layered - old_after, 0)
+    return {k: v for k, v in total.items() if v}

@@ -1,0 +1,280 @@
+"""Stage 5, fit: select, assemble and count exactly until the budget holds (trim when
+over, top up once when the estimates left room, fold the oldest verbatim unit when
+trimming is not enough); then fill the room left with identifiers, counted exactly,
+and let an LLM summarizer rewrite the note's condensed lines if one is set."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import NamedTuple
+
+from ...contract import Conversation
+from ...messages import Message, transcript
+from ...models.summarizers import fit_summary, summarize
+from ...result import FOLDED, NOTE_KEY, Decision
+from ...text.scoring import ScoreContext
+from ...tokens import TokenCounter
+from ...units import Unit
+from ..base import keep_only, overflow
+from .analysis import Analyzer
+from .assemble import Assembled, Layout, Notes, assemble
+from .plan import (
+    Plan,
+    id_value,
+    identifier_pool,
+    lines_repeated_later,
+    lookup,
+    make_plan,
+    mark_duplicates,
+)
+from .policy import POLICY, AutoOptions, Verbatim
+from .select import Selection, items, select, trim
+
+__all__ = ["Fitted", "fill", "fit", "summarize_note"]
+
+
+class Fitted(NamedTuple):
+    """What the fit loop settled on; ``plans`` holds every message that was folded or
+    compressed (the older ones), ``note_at`` the note's position in ``messages``."""
+
+    messages: list[Message]
+    trace: list[Decision]
+    note_at: int | None
+    plans: dict[int, Plan]
+    pool: list[tuple[str, float]]
+
+
+def _verbatim(
+    conv: Conversation, free: list[Unit], avail: int, opts: AutoOptions
+) -> tuple[dict[int, Verbatim], int, Unit | None]:
+    """The task (the first user message) and the newest units, kept verbatim; what
+    they cost; the task's unit."""
+    messages, tokens = conv.messages, conv.tokens
+    verbatim: dict[int, Verbatim] = {}
+    used = 0
+    recent_share = opts.recent_share
+    if recent_share is None:
+        agentic = any(m.tool_calls or m.role == "tool" for m in messages)
+        recent_share = POLICY.agent_recent if agentic else POLICY.chat_recent
+    first_user = next((u for u in free if messages[u.start].role == "user"), None)
+    if first_user is not None and len(first_user) == 1:
+        cost = tokens[first_user.start]
+        if cost <= opts.task_share * avail:
+            verbatim[first_user.start] = Verbatim.TASK
+            used += cost
+    for k, u in enumerate(reversed(free)):
+        if u.start in verbatim:
+            continue
+        cost = conv.cost(u)
+        share = recent_share if k else max(recent_share, POLICY.newest_unit_share)
+        if used + cost > share * avail:
+            break
+        for i in u.indices:
+            verbatim[i] = Verbatim.RECENT
+        used += cost
+    return verbatim, used, first_user
+
+
+def fit(conv: Conversation, opts: AutoOptions, analyzer: Analyzer, notes: Notes) -> Fitted:
+    """Select, assemble and check the exact count until the budget holds."""
+    messages, tokens, budget = conv.messages, conv.tokens, conv.budget
+    n = len(messages)
+    pinned_list, free, pinned_cost = conv.pinned(opts.pin_roles)
+    pinned = set(pinned_list)
+    if pinned_cost > budget or not free:
+        overflow(opts.overflow, required=pinned_cost, budget=budget, what="the pinned messages")
+        out, trace, _ = keep_only(conv, pinned, pinned, opts.name)
+        return Fitted(list(out), trace, None, {}, [])
+    avail = budget - pinned_cost - POLICY.note_overhead
+    verbatim, used, first_user = _verbatim(conv, free, avail, opts)
+    task = first_user.start if first_user else -1
+    old_units = [u for u in free if u.start not in verbatim]
+    old_idx = [i for u in old_units for i in u.indices]
+
+    users = [i for i in range(n) if messages[i].role == "user"]
+    goal = " ".join(messages[i].text for i in {users[0], users[-1]}) if users else ""
+    ctx = ScoreContext.from_words([analyzer(messages[i], tokens[i]).words for i in old_idx], goal)
+    ctx.repeated_later = frozenset(lines_repeated_later(messages, old_idx))
+    plans = {i: make_plan(analyzer(messages[i], tokens[i]), i, ctx) for i in old_idx}
+    if analyzer.layers.dedup:
+        mark_duplicates(messages, plans)
+
+    pool = identifier_pool(plans, old_idx, task)
+    verbatim_text = "\n".join(
+        messages[i].text + " ".join(c.arguments for c in messages[i].tool_calls) for i in verbatim
+    )
+    in_verbatim = lookup(verbatim_text, len(pool))
+    pool = [(v, w) for v, w in pool if v not in in_verbatim]
+    sel = items(plans, old_idx, task, n, pool)
+    select(sel, plans, avail - used, opts.digest_share * avail)
+    layout = Layout(pinned, verbatim, old_units, plans, pool)
+    loop = _Loop(free_room=budget - pinned_cost)
+    done = _converge(conv, layout, sel, notes, opts.name, loop)
+    while done is None and verbatim:
+        # Still over: fold the oldest verbatim unit too (the task first).
+        oldest = min(
+            (u for u in free if u.start in verbatim),
+            key=lambda u: (verbatim[u.start] is not Verbatim.TASK, u.start),
+            default=None,
+        )
+        if oldest is None:
+            break
+        for i in oldest.indices:
+            del verbatim[i]
+            plans[i] = make_plan(analyzer(messages[i], tokens[i]), i, ctx)
+        layout.old_units = sorted([*layout.old_units, oldest], key=lambda u: u.start)
+        done = _converge(conv, layout, sel, notes, opts.name, loop)
+    if done is not None:
+        return Fitted(*done, plans, pool)
+    return _fold_all(conv, layout, notes, opts)
+
+
+@dataclass
+class _Loop:
+    """The fit loop's state across its rounds: the free room (a result within
+    ``POLICY.full_within`` of it is full enough), whether the one top-up happened, and
+    the last fitting result before it."""
+
+    free_room: int
+    topped_up: bool = False
+    best: Assembled | None = None
+
+
+def _converge(
+    conv: Conversation, layout: Layout, sel: Selection, notes: Notes, step: str, loop: _Loop
+) -> Assembled | None:
+    """Assemble, count, and trim (or top up once) until the output fits and is full
+    enough; ``None`` when trimming cannot make it fit."""
+    budget, counter, plans = conv.budget, conv.counter, layout.plans
+    for attempt in range(POLICY.attempts):
+        done = assemble(conv, layout, sel.chosen_ids, notes, step)
+        total = counter.count_messages(done.messages)
+        full = budget - total <= POLICY.full_within * loop.free_room
+        if total <= budget and (loop.topped_up or full):
+            return done
+        if total <= budget:  # estimates ran low: fill the room left, once
+            loop.topped_up = True
+            loop.best = done
+            room = (budget - total) * POLICY.top_up_room
+            select(sel, plans, room, room, top_up=True)  # room no sentence fits goes to ids
+            continue
+        excess = (total - budget) * POLICY.trim_margin + POLICY.trim_extra
+        if loop.topped_up:  # the top-up overshot: give back the least valuable picks
+            if attempt == POLICY.attempts - 1 or not trim(sel, plans, excess):
+                return loop.best  # or let the fitting result stand
+            continue
+        if not trim(sel, plans, excess):
+            return None
+    return None
+
+
+def _fold_all(conv: Conversation, layout: Layout, notes: Notes, opts: AutoOptions) -> Fitted:
+    """Nothing selected fits: every older message folded into the shortest note, or,
+    if even that is over, the pinned messages alone (or the overflow policy)."""
+    bare = Layout(layout.pinned, {}, layout.old_units, layout.plans, [])
+    out, trace, note_at = assemble(conv, bare, [], notes, opts.name, force_fold=True)
+    required = conv.counter.count_messages(out)
+    if required > conv.budget:
+        if len(out) > 1 and note_at is not None:  # the pinned messages alone, then
+            out, note_at = [m for k, m in enumerate(out) if k != note_at], None
+            trace = [
+                replace(d, action="dropped", reason="over_budget", flags=())
+                if d.action in ("summarized", "deduplicated")
+                else d
+                for d in trace
+            ]
+        else:  # nothing at all would fit: never return [] silently
+            overflow(
+                opts.overflow,
+                required=required,
+                budget=conv.budget,
+                what="the shortest note on the folded messages",
+            )
+    return Fitted(out, trace, note_at, layout.plans, [])
+
+
+def fill(fitted: Fitted, budget: int, counter: TokenCounter) -> Fitted:
+    """Room the selection's estimates left: the next identifiers of the pool that fit,
+    counted exactly, added to the note's list."""
+    out, at = fitted.messages, fitted.note_at
+    if at is None or not fitted.pool:
+        return fitted
+    note = out[at]
+    meta = dict(note.metadata[NOTE_KEY])
+    room = budget - counter.count_messages(out)
+    if room < POLICY.min_fill or "codebook" in meta or not isinstance(note.content, str):
+        return fitted  # a codebook note is decoded as a whole: leave it be
+    text = note.content
+    shown = "\n".join(
+        m.text + " " + " ".join(c.arguments for c in m.tool_calls)
+        for k, m in enumerate(out)
+        if k != at
+    )
+    seen = lookup(shown, len(fitted.pool))
+    also = POLICY.also
+    listing = text.rsplit("\n", 1)[-1].startswith(also)
+    added: list[str] = []
+    misses = 0
+    ranked = sorted(fitted.pool, key=lambda vw: -id_value(*vw))  # as the selection does
+    for value, _ in ranked:
+        if room < POLICY.min_fill or misses > POLICY.fill_misses:
+            break
+        if value in seen or value in text:  # shown, listed, or inside a listed one
+            continue
+        piece = (", " if listing else f"\n{also}") + value
+        cost = counter.count_text(piece)
+        if cost > room:
+            misses += 1
+            continue
+        text += piece
+        listing = True
+        room -= cost
+        added.append(value)
+    listed = list(meta.get("listed", ()))
+    while added:  # pieces counted alone may merge differently: check the whole
+        meta["listed"] = [*listed, *added]
+        filled = [
+            *out[:at],
+            replace(note, content=text, metadata={NOTE_KEY: meta}),
+            *out[at + 1 :],
+        ]
+        if counter.count_messages(filled) <= budget:
+            return fitted._replace(messages=filled)
+        text = text[: text.rindex(added.pop())].removesuffix(", ").removesuffix(f"\n{also}")
+    return fitted
+
+
+def summarize_note(
+    conv: Conversation, fitted: Fitted, opts: AutoOptions, notes: Notes
+) -> list[Message]:
+    """Replace the note's extractive lines by the summarizer's summary of the folded
+    messages, in at most the tokens those lines took (one call, cached)."""
+    out, at, counter = fitted.messages, fitted.note_at, conv.counter
+    folded = [d.index for d in fitted.trace if d.reason == FOLDED]
+    summarizer = opts.summarizer
+    if at is None or not folded or summarizer is None:
+        return out
+    note = out[at]
+    listed = list(note.metadata[NOTE_KEY].get("listed", ()))
+    others = "\n".join(m.text for k, m in enumerate(out) if k != at)
+    room = counter.count_message(note)
+    bare = counter.count_message(notes.write(len(folded), ["."], listed, others, counter, True))
+    allowance = room - bare
+    if allowance < POLICY.min_summary:
+        return out
+    text = summarize(
+        summarizer,
+        transcript([conv.messages[i] for i in folded]),
+        max_tokens=allowance,
+        cache=opts.cache,
+        count=counter.count_text,
+    )
+    for _ in range(POLICY.summary_tries):
+        new = notes.write(len(folded), [text], listed, others + "\n" + text, counter, True)
+        over = counter.count_message(new) - room
+        if over <= 0:
+            return [*out[:at], new, *out[at + 1 :]]
+        text = fit_summary(text, counter.count_text(text) - over - 2, counter)
+        if not text:
+            break
+    return out  # the summary cannot be made to fit: the extractive note stands

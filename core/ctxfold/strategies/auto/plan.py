@@ -1,0 +1,162 @@
+"""Stage 2, plan: how each older message can be shown in this conversation (its
+segments scored against the conversation's word rarity and goal), which are copies of
+later messages, and which identifiers are worth listing in the note."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+from ...messages import Message, ToolCall
+from ...text.adapters import Piece
+from ...text.primitives import KIND_WEIGHT, TokenSet
+from ...text.scoring import ScoreContext, combine
+from .analysis import Analysis
+from .policy import POLICY
+
+__all__ = [
+    "Plan",
+    "id_cost",
+    "id_value",
+    "identifier_pool",
+    "lines_repeated_later",
+    "lookup",
+    "make_plan",
+    "mark_duplicates",
+]
+
+#: What a copy of a later message shows in its place.
+SAME_AS_LATER = "[same content as a later message]"
+
+
+@dataclass
+class Plan:
+    """How one older message can be shown: its pieces and their selectable segments.
+
+    Every piece is split into segments (sentences or lines); preserved pieces score
+    higher. Tool calls are selectable too. A unit whose segments are all chosen stays in
+    place (after layers and adapters); any other unit is condensed into the note.
+    """
+
+    index: int
+    tag: str
+    pieces: list[Piece]
+    segments: list[list[str]]
+    scores: list[list[float]]
+    words: list[list[frozenset[str]]]  # content words of each segment
+    chosen: list[list[bool]]
+    calls: tuple[ToolCall, ...]
+    call_scores: list[float]
+    call_chosen: list[bool]
+    reasons: list[str]
+    cpt: float
+    identifiers: list[tuple[str, str]] = field(default_factory=list)  # (kind, value)
+    echo: float = 1.0  # how much a mention here counts (tool output 1, people 2)
+    deduplicated: bool = False
+    savings: Counter[str] = field(default_factory=Counter)
+
+    def complete(self) -> bool:
+        """Whether everything is chosen (the message can stay in place)."""
+        return all(all(c) for c in self.chosen) and all(self.call_chosen)
+
+    def anything(self) -> bool:
+        """Whether anything is chosen."""
+        return any(any(c) for c in self.chosen) or any(self.call_chosen)
+
+
+def make_plan(a: Analysis, i: int, ctx: ScoreContext) -> Plan:
+    """How message ``i`` (analysed as ``a``) can be shown, scored for this conversation."""
+    scores = [[combine(f, ctx) for f in fs] for fs in a.features]
+    call_scores = [combine(f, ctx) + POLICY.call_bonus for f in a.call_features]
+    return Plan(
+        i,
+        a.tag,
+        list(a.pieces),
+        [list(x) for x in a.segments],
+        scores,
+        [[f.content for f in fs] for fs in a.features],
+        [[False] * len(x) for x in a.segments],
+        a.calls,
+        call_scores,
+        [False] * len(a.calls),
+        list(a.reasons),
+        a.cpt,
+        list(a.identifiers),
+        a.echo,
+        savings=Counter(a.savings),
+    )
+
+
+def lines_repeated_later(messages: list[Message], old_idx: list[int]) -> set[str]:
+    """Lines of older messages that appear again in a later message."""
+    seen: set[str] = set()
+    repeated: set[str] = set()
+    old = set(old_idx)
+    for i in range(len(messages) - 1, -1, -1):
+        text = messages[i].text
+        if "\n" not in text:
+            continue
+        lines = {ln.strip() for ln in text.splitlines() if len(ln) >= POLICY.repeat_min_chars}
+        if i in old:
+            repeated |= lines & seen
+        seen |= lines
+    return repeated
+
+
+def mark_duplicates(messages: list[Message], plans: dict[int, Plan]) -> None:
+    """An older message whose whole text appears again later is left out."""
+    later: set[str] = set()
+    for i in range(len(messages) - 1, -1, -1):
+        text = messages[i].text
+        if len(text) < POLICY.dedup_min_chars:
+            continue
+        if i in plans and text in later:
+            p = plans[i]
+            p.pieces = [Piece(SAME_AS_LATER, keep=True)]
+            p.segments, p.scores, p.chosen = [[SAME_AS_LATER]], [[50.0]], [[False]]
+            p.words = [[frozenset()]]
+            p.deduplicated = True
+            p.reasons = ["dedup:repeated_later"]
+        later.add(text)
+
+
+def lookup(text: str, n: int) -> str | TokenSet:
+    """``text`` itself for a few substring tests, its token set for many."""
+    return TokenSet(text) if n > 32 and len(text) > 2000 else text
+
+
+def id_cost(ident: str) -> float:
+    """Estimated tokens of an identifier in the note's list, with its separator."""
+    return (len(ident) + 2) / POLICY.chars_per_id_token
+
+
+def id_value(ident: str, weight: float) -> float:
+    """How much listing an identifier is worth against a sentence's value per token: its
+    weight, discounted for a long one (by the square root: a path is worth more than a
+    short id, but not in proportion to its length)."""
+    short = POLICY.id_short
+    return weight * POLICY.id_scale * math.sqrt(short / max(id_cost(ident), short))
+
+
+def identifier_pool(
+    plans: dict[int, Plan], old_idx: list[int], task: int
+) -> list[tuple[str, float]]:
+    """Identifiers of older messages, the most worth listing first: by kind, by how
+    often they recur, and those of the task statement before all others."""
+    freq: dict[str, float] = defaultdict(float)
+    kind_of: dict[str, str] = {}
+    first: dict[str, int] = {}
+    for i in old_idx:
+        echo = plans[i].echo
+        for kind, value in plans[i].identifiers:
+            freq[value] += echo
+            kind_of.setdefault(value, kind)
+            first.setdefault(value, i)
+    weight = {
+        v: KIND_WEIGHT.get(kind_of[v], 1.0)
+        * (1 + math.log(freq[v]))
+        * (3.0 if first[v] == task else 1.0)
+        for v in freq
+    }
+    return [(v, weight[v]) for v in sorted(freq, key=lambda v: (-weight[v], first[v], v))]

@@ -1,0 +1,86 @@
+"""The numbers ``auto`` runs by, each with its reason, and the options its stages read.
+
+They live in one frozen :class:`Policy` so that a change to one is a change to one
+line, and so that a stage never carries an unnamed constant.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Protocol
+
+from ...contract import Overflow
+from ...models.summarizers import Summarizer
+from ...storage.cache import Cache
+
+__all__ = ["POLICY", "AutoOptions", "Policy", "Verbatim"]
+
+
+class Verbatim(Enum):
+    """Why a message of the history stays as it is (its trace reason is the value)."""
+
+    TASK = "task"  # the first user message, when it is short enough
+    RECENT = "recent"  # one of the newest whole units
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The constants of the selection and of the fit loop."""
+
+    # --- budget split
+    note_overhead: int = 20  # the note's own message overhead and header
+    agent_recent: float = 0.25  # recent_share with tool calls: the latest results are state
+    chat_recent: float = 0.1  # and without: older turns are memory, selection serves better
+    newest_unit_share: float = 0.6  # the newest unit alone may take this share of the room
+    # --- selection
+    tag_cost: float = 3.0  # tokens a speaker tag and line break cost in the note
+    redundancy: float = 0.6  # how much a sentence loses when its words are already covered
+    min_cost: float = 10.0  # a shorter sentence is ranked as if it cost this many tokens
+    task_boost: float = 2.5  # the task statement's sentences are worth this much more
+    recency_floor: float = 0.9  # the oldest message's weight; the newest gets floor + span
+    recency_span: float = 0.2
+    call_bonus: float = 1.0  # a tool call is worth this much more than its text's score
+    id_scale: float = 0.5  # an identifier's value per token against a sentence's
+    id_short: float = 4.0  # tokens under which an identifier's value is not discounted
+    chars_per_id_token: float = 3.2  # for estimating an identifier's cost in the list
+    # --- fit loop
+    attempts: int = 6  # assemble-and-count rounds before folding a verbatim unit too
+    full_within: float = 0.03  # of the free room: a result this close to it is full
+    top_up_room: float = 0.9  # of the room left: what one top-up may add (estimates err)
+    trim_margin: float = 1.15  # excess tokens x this (+ trim_extra) are unselected
+    trim_extra: float = 2.0
+    # --- top-up fill and LLM summary
+    min_fill: int = 3  # tokens: less room than this holds no identifier
+    fill_misses: int = 20  # identifiers too long for the room before the fill gives up
+    min_summary: int = 16  # tokens: an LLM summary shorter than this says nothing
+    summary_tries: int = 4  # times an over-long LLM summary is shortened before giving up
+    # --- in the note
+    also: str = "Also mentioned: "  # the line that lists identifiers
+    dedup_min_chars: int = 200  # a shorter message repeated later is not a copy worth noting
+    repeat_min_chars: int = 20  # a shorter line repeated later is not a repetition
+
+
+#: The policy ``auto`` uses.
+POLICY = Policy()
+
+
+class AutoOptions(Protocol):
+    """The options of :class:`~ctxfold.strategies.AutoCompressor` its stages read."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def recent_share(self) -> float | None: ...
+    @property
+    def task_share(self) -> float: ...
+    @property
+    def digest_share(self) -> float: ...
+    @property
+    def summarizer(self) -> Summarizer | None: ...
+    @property
+    def cache(self) -> Cache | None: ...
+    @property
+    def pin_roles(self) -> tuple[str, ...]: ...
+    @property
+    def overflow(self) -> Overflow: ...

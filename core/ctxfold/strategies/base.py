@@ -1,0 +1,351 @@
+"""The base class every built-in strategy derives from, the options they all share,
+and the checks of settings they use.
+
+:class:`BaseCompressor` keeps the contract and the stats: it reads the input, returns a
+history that already fits unchanged, hands the rest to the strategy's
+:meth:`~BaseCompressor.compact` (or, when reversible, to the reversible layer, which
+wraps it), then times, logs and announces the result. The options every strategy takes
+(pinned roles, overflow policy, model cache, reversible settings) are declared once,
+as the typed dicts below, and checked once, in :meth:`BaseCompressor.__init__`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Sequence
+from typing import Any, ClassVar, TypedDict
+
+from ..contract import Compaction, Conversation, CounterSpec, MessageLike, Overflow
+from ..exceptions import BudgetError, ConfigurationError, ExpandError
+from ..hooks import emit
+from ..messages import ROLES, Message, as_messages
+from ..models.usage import run_usage
+from ..result import CompressionResult, CompressionStats, Decision
+from ..reversible.expand import expand
+from ..reversible.rounds import RoundSettings, compact_reversibly
+from ..storage.cache import Cache, get_cache
+from ..tokens import get_counter
+from ..units import group_units
+
+__all__ = [
+    "BaseCompressor",
+    "CachedOptions",
+    "ReversibleOptions",
+    "SharedOptions",
+    "check_choice",
+    "check_count",
+    "check_roles",
+    "check_share",
+    "keep_only",
+    "overflow",
+]
+
+logger = logging.getLogger("ctxfold")
+
+PIN_ROLES = ("system", "developer")
+
+
+class ReversibleOptions(TypedDict, total=False):
+    """Reversible compaction (see :class:`ctxfold.reversible.RoundSettings`)."""
+
+    reversible: bool
+    store: Any
+    reference_share: float
+    max_references: int | None
+
+
+class SharedOptions(ReversibleOptions, total=False):
+    """What every strategy that selects messages takes."""
+
+    pin_roles: Iterable[str]
+    overflow: Overflow
+
+
+class CachedOptions(SharedOptions, total=False):
+    """...and, for a strategy that calls a model, where its outputs are cached."""
+
+    cache: Any
+
+
+# ------------------------------------------------------------------------- checks
+
+
+def check_budget(budget: object) -> int:
+    """Validate a token budget (an ``int`` >= 0)."""
+    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0:
+        raise ConfigurationError(f"budget must be a whole number of tokens >= 0, got {budget!r}")
+    return budget
+
+
+def check_choice(label: str, value: object, choices: Sequence[str]) -> None:
+    """Raise :class:`ConfigurationError` unless ``value`` is one of ``choices``."""
+    if value not in choices:
+        raise ConfigurationError(
+            f"{label} must be one of {', '.join(repr(c) for c in choices)}, got {value!r}"
+        )
+
+
+def check_roles(label: str, roles: Iterable[str]) -> tuple[str, ...]:
+    """Validate a collection of roles; return it as a tuple."""
+    if isinstance(roles, str):
+        raise ConfigurationError(f"{label} must be a list of roles, not one string")
+    out = tuple(roles)
+    unknown = set(out) - ROLES
+    if unknown:
+        raise ConfigurationError(
+            f"{label} has unknown roles {sorted(unknown)}; use {sorted(ROLES)}"
+        )
+    return out
+
+
+def check_share(label: str, value: object) -> float:
+    """Validate a share of the budget: a number in ``[0, 1)``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+        raise ConfigurationError(f"{label} must be a number in [0, 1), got {value!r}")
+    return float(value)
+
+
+def check_count(label: str, value: object) -> int:
+    """Validate a count: an ``int`` >= 0."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigurationError(f"{label} must be an integer >= 0, got {value!r}")
+    return value
+
+
+def check_cache(cache: object) -> Cache | None:
+    """A ``cache`` option: ``None``/``True`` -> the shared default cache, ``False`` ->
+    no cache, anything else as :func:`ctxfold.storage.get_cache` reads it."""
+    if cache is False:
+        return None
+    return get_cache(None if cache is True else cache)  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------- shared outcomes
+
+
+def overflow(policy: Overflow, *, required: int, budget: int, what: str) -> None:
+    """Apply an overflow policy: raise, or log that the output will be over budget."""
+    if policy == "error":
+        raise BudgetError(
+            f"keeping {what} takes {required} tokens, over the budget of {budget}; raise "
+            "the budget, use a strategy that shortens content, or pass "
+            "overflow='best_effort' to accept an over-budget result",
+            required=required,
+            budget=budget,
+        )
+    logger.warning(
+        "keeping %s takes %d tokens, over the budget of %d; returning a best-effort result",
+        what,
+        required,
+        budget,
+    )
+
+
+def keep_only(conv: Conversation, keep: set[int], pinned: set[int], step: str) -> Compaction:
+    """Keep the messages at ``keep`` (pinned ones say so) and drop the rest, with the
+    trace."""
+    out = [m for i, m in enumerate(conv.messages) if i in keep]
+    trace = [
+        Decision(i, "kept", f"pinned:{m.role}" if i in pinned else "kept", t, t, step)
+        if i in keep
+        else Decision(i, "dropped", "over_budget", t, 0, step)
+        for i, (m, t) in enumerate(zip(conv.messages, conv.tokens, strict=True))
+    ]
+    return Compaction(out, trace, {})
+
+
+# ---------------------------------------------------------------------- the base
+
+
+class BaseCompressor(ABC):
+    """Base for strategies: a subclass implements :meth:`compact` and calls
+    ``super().__init__(**options)`` with the shared options it was given.
+
+    Shared options (all keyword-only):
+        pin_roles: roles always kept (default ``system`` and ``developer``).
+        overflow: ``"error"`` (default) raises :class:`~ctxfold.BudgetError` when the
+            content the strategy must keep cannot fit; ``"best_effort"`` returns it
+            anyway, over budget.
+        cache: for a strategy that calls a model: where its outputs are cached
+            (``None``: the process's shared cache; ``False``: none; a spec
+            :func:`ctxfold.storage.get_cache` reads).
+        reversible, store, reference_share, max_references: reversible compaction
+            (:class:`ctxfold.reversible.RoundSettings`): every original is stored and
+            :func:`ctxfold.expand` gives it back.
+
+    ``compress`` reads the input (OpenAI dicts or messages), resolves the counter,
+    returns a history that already fits unchanged, times the run, builds the stats
+    and logs them to the ``ctxfold`` logger. ``acompress`` runs ``compress`` in a
+    worker thread so an event loop is not blocked.
+    """
+
+    name: ClassVar[str] = "base"
+    #: Whether ``reversible`` is on when the caller does not say.
+    reversible_default: ClassVar[bool] = False
+    #: Whether the strategy calls a model (and so takes a ``cache``).
+    uses_cache: ClassVar[bool] = False
+    #: Whether the output lists the identifiers of what it folds (see
+    #: :class:`ctxfold.Strategy`).
+    lists_identifiers: bool = False
+    # Defaults for a subclass whose ``__init__`` does not call ``super().__init__()``.
+    pin_roles: tuple[str, ...] = PIN_ROLES
+    overflow: Overflow = "error"
+    cache: Cache | None = None
+    reversible: bool = False
+    rounds: RoundSettings = RoundSettings()
+
+    def __init__(
+        self,
+        *,
+        pin_roles: Iterable[str] = PIN_ROLES,
+        overflow: Overflow = "error",
+        cache: Any = None,
+        reversible: bool | None = None,
+        store: Any = None,
+        reference_share: float = 0.1,
+        max_references: int | None = 200,
+    ) -> None:
+        self.pin_roles = check_roles("pin_roles", pin_roles)
+        check_choice("overflow", overflow, ("error", "best_effort"))
+        self.overflow = overflow
+        if cache is not None and not self.uses_cache:
+            raise ConfigurationError(f"{self.name} calls no model, so it takes no cache")
+        self.cache = check_cache(cache) if self.uses_cache else None
+        if reversible is None:
+            reversible = self.reversible_default
+        if not isinstance(reversible, bool):
+            raise ConfigurationError(f"reversible must be True or False, got {reversible!r}")
+        self.reversible = reversible
+        self.rounds = RoundSettings.of(
+            store=store, reference_share=reference_share, max_references=max_references
+        )
+
+    @property
+    def store(self) -> Any:
+        """The verbatim store of reversible rounds (``None``: the process's)."""
+        return self.rounds.store
+
+    def expand(self, result: CompressionResult) -> list[Message]:
+        """The original history of ``result``, from this compressor's store; raises
+        :class:`ctxfold.ExpandError` naming the ids the store lacks."""
+        done = expand(result, store=self.rounds.store)
+        if done.missing:
+            raise ExpandError(f"the store lacks {', '.join(done.missing)}")
+        return list(done.messages)
+
+    def compress(
+        self,
+        messages: Iterable[MessageLike],
+        *,
+        budget: int,
+        counter: CounterSpec = None,
+        reversible: bool | None = None,
+    ) -> CompressionResult:
+        """Return the history compressed to at most ``budget`` tokens.
+
+        Raises :class:`BudgetError` when the content the strategy must keep cannot fit
+        (unless its ``overflow`` option says otherwise); the input is never modified.
+        ``reversible`` overrides the compressor's own setting for this call (a chain
+        runs its steps with ``False`` and makes the whole reversible once).
+        """
+        started = time.perf_counter()
+        msgs = as_messages(messages)
+        budget = check_budget(budget)
+        cnt = get_counter(counter)
+        grouping = group_units(msgs)
+        before = cnt.count_messages(msgs)
+        notes: tuple[str, ...] = ()
+        round_id: str | None = None
+        emit(
+            "compaction_started",
+            strategy=self.name,
+            messages=len(msgs),
+            tokens=before,
+            budget=budget,
+        )
+        with run_usage() as usage:
+            if before <= budget:
+                done = Compaction(
+                    msgs,
+                    [
+                        Decision(i, "kept", "fits_budget", t, t, self.name)
+                        for i, t in enumerate(cnt.count_message(m) for m in msgs)
+                    ],
+                    {},
+                )
+            else:
+                conv = Conversation.of(msgs, budget=budget, counter=cnt, grouping=grouping)
+                if self.reversible if reversible is None else reversible:
+                    layered = compact_reversibly(self, conv, self.rounds)
+                    done, notes, round_id = layered.compaction, layered.warnings, layered.round_id
+                else:
+                    done = Compaction(*self.compact(conv))
+        out = done.messages
+        stats = CompressionStats(
+            strategy=self.name,
+            counter=cnt.name,
+            budget=budget,
+            tokens_before=before,
+            tokens_after=cnt.count_messages(out),
+            messages_before=len(msgs),
+            messages_after=len(out),
+            elapsed_ms=(time.perf_counter() - started) * 1000.0,
+            savings=done.savings,
+            usage=dict(usage),
+        )
+        result = CompressionResult(
+            messages=tuple(out),
+            stats=stats,
+            trace=tuple(done.trace),
+            strategy=self.name,
+            warnings=grouping.warnings() + notes,
+            round_id=round_id,
+        )
+        _log(result)
+        emit("compaction_completed", result=result)
+        return result
+
+    async def acompress(
+        self,
+        messages: Iterable[MessageLike],
+        *,
+        budget: int,
+        counter: CounterSpec = None,
+        reversible: bool | None = None,
+    ) -> CompressionResult:
+        """Async :meth:`compress` (run in a worker thread); same result."""
+        msgs = as_messages(messages)
+        return await asyncio.to_thread(
+            self.compress, msgs, budget=budget, counter=counter, reversible=reversible
+        )
+
+    @abstractmethod
+    def compact(self, conversation: Conversation) -> Compaction:
+        """Compress a history known to exceed ``conversation.budget``: the messages,
+        the trace (one decision per input message) and the tokens each step saved."""
+
+    def __repr__(self) -> str:
+        opts = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("_"))
+        return f"{type(self).__name__}({opts})"
+
+
+def _log(result: CompressionResult) -> None:
+    if not logger.isEnabledFor(logging.INFO):
+        return
+    s = result.stats
+    logger.info(
+        "%s: %d -> %d tokens (%.2fx, budget %d%s), %d -> %d messages, %.1f ms",
+        s.strategy,
+        s.tokens_before,
+        s.tokens_after,
+        s.ratio,
+        s.budget,
+        "" if s.fits else ", OVER BUDGET",
+        s.messages_before,
+        s.messages_after,
+        s.elapsed_ms,
+        extra={"ctxfold_stats": s.as_dict()},
+    )

@@ -1,0 +1,280 @@
+"""Encoding layers: small text transforms, each on or off, each reporting its savings.
+
+- ``dedup``: an older copy of content that appears again later becomes a pointer.
+- ``whitespace``: trailing spaces, runs of blank lines and (in prose) runs of spaces;
+  indentation and anything inside JSON strings are never touched.
+- ``json``: JSON documents and tool-call arguments are minified (same value).
+- ``truncate``: a very long tool result keeps its head, its tail and its error lines,
+  with a marker saying how much was cut.
+- ``codebook`` / ``path_aliases``: frequent phrases and path prefixes replaced by short
+  codes (``§`` plus two characters), with a header listing the codes used;
+  :func:`decode` gives back exactly the input.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from ..exceptions import ConfigurationError, CtxfoldError
+from .adapters import ERROR_LINE
+from .primitives import find_identifiers
+
+__all__ = [
+    "STATIC_CODEBOOK",
+    "Codebook",
+    "Layers",
+    "decode",
+    "minify_json",
+    "normalize_whitespace",
+    "truncate_observation",
+]
+
+
+@dataclass(frozen=True)
+class Layers:
+    """Which encoding layers run on older messages (the recent window stays verbatim)."""
+
+    dedup: bool = True
+    whitespace: bool = True
+    json: bool = True
+    truncate: bool = True
+    truncate_lines: int = 150
+    truncate_head: int = 40
+    truncate_tail: int = 25
+    codebook: bool = False
+    static_codebook: bool = False
+    path_aliases: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("truncate_lines", "truncate_head", "truncate_tail"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigurationError(f"Layers.{name} must be an integer >= 1")
+        if self.truncate_head + self.truncate_tail >= self.truncate_lines:
+            raise ConfigurationError(
+                "Layers.truncate_head + truncate_tail must be less than truncate_lines"
+            )
+
+
+# ----------------------------------------------------------------------- whitespace
+
+_TRAILING = re.compile(r"[ \t]+$", re.M)
+_BLANKS = re.compile(r"\n{3,}")
+_INNER = re.compile(r"(?<=\S)[ \t]{2,}(?=\S)")
+
+
+def normalize_whitespace(text: str, *, prose: bool) -> str:
+    """Strip trailing spaces and collapse 3+ newlines to 2; in prose (not code, not
+    YAML, not JSON) also collapse runs of inner spaces. Indentation is never changed."""
+    if not maybe_whitespace(text):
+        return text
+    out = _BLANKS.sub("\n\n", _TRAILING.sub("", text))
+    if prose:
+        out = _INNER.sub(" ", out)
+    return out
+
+
+def maybe_whitespace(text: str) -> bool:
+    return (
+        "  " in text
+        or "\t" in text
+        or " \n" in text
+        or "\n\n\n" in text
+        or (text[-1:] in (" ", "\t"))
+    )
+
+
+def looks_indentation_sensitive(text: str) -> bool:
+    """Heuristic: Python, YAML, Makefiles and other text where spacing carries meaning."""
+    return bool(
+        re.search(r"^\s*(?:def |class |import |from \S+ import |if .*:$|for .*:$)", text, re.M)
+        or re.search(r"^\s*[\w.-]+:\s*$|^\s*- \w", text, re.M)
+        or "\t" in text
+        or "```" in text
+    )
+
+
+# ------------------------------------------------------------------------- json
+
+
+def minify_json(text: str) -> str | None:
+    """The same JSON value with no insignificant whitespace, or ``None`` if ``text`` is
+    not a JSON object or array (or is already minimal)."""
+    s = text.strip()
+    if len(s) < 2 or s[0] not in "[{":
+        return None
+    try:
+        value = json.loads(s)
+    except ValueError:
+        return None
+    out = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return out if len(out) < len(text) else None
+
+
+# --------------------------------------------------------------------- truncation
+
+
+def truncate_observation(text: str, *, max_lines: int, head: int, tail: int) -> str | None:
+    """Keep ``head`` and ``tail`` lines and the error lines between; ``None`` if short."""
+    lines = text.splitlines(keepends=True)
+    if len(lines) <= max_lines:
+        return None
+    middle = lines[head : len(lines) - tail]
+    errors = [ln for ln in middle if ERROR_LINE.search(ln)][:20]
+    cut = len(middle) - len(errors)
+    cut_chars = sum(len(ln) for ln in middle) - sum(len(ln) for ln in errors)
+    marker = f"[... {cut} lines cut ({cut_chars} chars); error lines kept ...]\n"
+    body = lines[:head]
+    if body and not body[-1].endswith("\n"):
+        body[-1] += "\n"
+    return "".join([*body, marker, *errors, *lines[len(lines) - tail :]])
+
+
+# ------------------------------------------------------------------------ codebook
+
+ESCAPE = "§"
+_CODE_CHARS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+_DECODE = re.compile(f"{ESCAPE}({ESCAPE}|[0-9A-Z]{{2}})")
+
+#: Phrases common in agent traces and chat, for the static codebook.
+STATIC_CODEBOOK: tuple[str, ...] = (
+    "Traceback (most recent call last):",
+    "During handling of the above exception, another exception occurred:",
+    "The above exception was the direct cause of the following exception:",
+    "site-packages",
+    "node_modules",
+    "AssertionError",
+    "ModuleNotFoundError",
+    "AttributeError",
+    "FileNotFoundError",
+    "<returncode>",
+    "</returncode>",
+    "<output>",
+    "</output>",
+    "def __init__(self",
+    "self.assertEqual(",
+    "return_value",
+    "__init__.py",
+    'if __name__ == "__main__":',
+)
+
+
+class CodebookError(CtxfoldError, ValueError):
+    """A text holds a code that is not in the codebook it is decoded with."""
+
+
+@dataclass(frozen=True)
+class Codebook:
+    """Codes (two characters after ``§``) and the text each stands for."""
+
+    entries: Mapping[str, str]
+
+    def header(self, used: Iterable[str] | None = None) -> str:
+        """A note for the model listing the codes (only ``used`` ones, if given)."""
+        keys = sorted(self.entries if used is None else set(used))
+        if not keys:
+            return ""
+        lines = [f"{ESCAPE}{k} = {self.entries[k]}" for k in keys]
+        return (
+            f"[Codebook: each {ESCAPE}XY code below stands for its text; "
+            f"{ESCAPE}{ESCAPE} is a literal {ESCAPE}]\n" + "\n".join(lines)
+        )
+
+    def encode(self, text: str) -> tuple[str, set[str]]:
+        """Escape ``§`` and replace each entry (at word boundaries); return the codes used."""
+        out = text.replace(ESCAPE, ESCAPE * 2)
+        used: set[str] = set()
+        for code, phrase in sorted(self.entries.items(), key=lambda kv: -len(kv[1])):
+            pattern = _boundary_pattern(phrase)
+            out, n = pattern.subn(ESCAPE + code, out)
+            if n:
+                used.add(code)
+        return out, used
+
+    def decode(self, text: str) -> str:
+        """The inverse of :meth:`encode`."""
+        return decode(text, self.entries)
+
+
+def _boundary_pattern(phrase: str) -> re.Pattern[str]:
+    left = r"(?<![\w" + ESCAPE + "])" if phrase[0].isalnum() or phrase[0] == "_" else ""
+    left = left or f"(?<!{ESCAPE})"
+    right = r"(?!\w)" if phrase[-1].isalnum() or phrase[-1] == "_" else ""
+    return re.compile(left + re.escape(phrase) + right)
+
+
+def decode(text: str, entries: Mapping[str, str]) -> str:
+    """Expand ``§XY`` codes and ``§§`` escapes; raises :class:`CodebookError` on an
+    unknown code. With no entries the text is returned as it is."""
+    if not entries:
+        return text
+
+    def expand(m: re.Match[str]) -> str:
+        key = m.group(1)
+        if key == ESCAPE:
+            return ESCAPE
+        try:
+            return entries[key]
+        except KeyError:
+            raise CodebookError(f"unknown code {ESCAPE}{key}; decode with its codebook") from None
+
+    return _DECODE.sub(expand, text)
+
+
+def _codes(prefix: str) -> Iterable[str]:
+    for c in _CODE_CHARS:
+        yield prefix + c
+
+
+def build_codebook(
+    texts: Sequence[str],
+    count: Callable[[str], int],
+    *,
+    static: bool = False,
+    dynamic: bool = False,
+    paths: bool = False,
+    max_entries: int = 30,
+) -> Codebook:
+    """Choose entries that save tokens on ``texts`` (after the header's cost)."""
+    joined = "\n".join(texts)
+    entries: dict[str, str] = {}
+    if static:
+        for code, phrase in zip(_codes("S"), STATIC_CODEBOOK, strict=False):
+            if joined.count(phrase) >= 2:
+                entries[code] = phrase
+    candidates: list[tuple[int, str, str]] = []
+    if paths:
+        prefixes: Counter[str] = Counter()
+        for kind, value, _, _ in find_identifiers(joined):
+            if kind == "path" and "/" in value:
+                parts = value.split("/")
+                for k in range(2, len(parts)):
+                    prefixes["/".join(parts[:k]) + "/"] += 1
+        for prefix, n in prefixes.items():
+            if len(prefix) >= 12 and n >= 3 and ESCAPE not in prefix:
+                candidates.append((n * (count(prefix) - 2) - count(prefix) - 4, "P", prefix))
+    if dynamic:
+        words = Counter(
+            w for w in re.findall(r"[A-Za-z_][\w.-]{9,}[\w]", joined) if ESCAPE not in w
+        )
+        for word, n in words.items():
+            if n >= 3:
+                candidates.append((n * (count(word) - 2) - count(word) - 4, "D", word))
+    candidates.sort(key=lambda c: (-c[0], c[2]))
+    pools = {"P": iter(_codes("P")), "D": iter([*_codes("D"), *_codes("E"), *_codes("F")])}
+    taken = set(entries.values())
+    for gain, kind, phrase in candidates:
+        if gain <= 0 or len(entries) >= max_entries:
+            break
+        if phrase in taken or any(phrase in t or t in phrase for t in taken):
+            continue
+        free: str | None = next(pools[kind], None)
+        if free is None:
+            continue
+        entries[free] = phrase
+        taken.add(phrase)
+    return Codebook(entries)

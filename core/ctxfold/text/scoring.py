@@ -1,0 +1,421 @@
+"""Extractive summarization: score sentences and lines, keep the best, in order."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from .._state import LRU, memo
+from ..tokens import TokenCounter
+from .adapters import Piece, registry_version, split_message_text
+from .layers import minify_json
+from .primitives import KIND_WEIGHT, find_identifiers, split_lines, split_sentences
+from .wordlists import word_list
+
+__all__ = [
+    "ALL_FLAGS",
+    "FILLER",
+    "ExtractiveSummarizer",
+    "Features",
+    "Flags",
+    "ScoreContext",
+    "combine",
+    "elide",
+    "features",
+    "has_error",
+    "mentions_decision",
+    "score",
+    "segments_of",
+    "shorten",
+]
+
+_STOP = word_list("stop_words")
+_CAPITAL = re.compile(r"(?<=[a-z,;:] )[A-Z][a-z]{2,}")
+_NUMBER = re.compile(r"\d+(?:[.,:/-]\d+)*")
+
+
+#: Segments scoring below this carry nothing worth a token ("Thanks, Mel!", "Sure.").
+FILLER = 0.3
+
+
+@dataclass
+class ScoreContext:
+    """What scoring knows about the conversation: word rarity and the current goal.
+
+    ``idf`` holds content words only (no stop words, three letters or more), capped.
+    """
+
+    idf: dict[str, float] = field(default_factory=dict)
+    goal: frozenset[str] = frozenset()
+    repeated_later: frozenset[str] = frozenset()
+
+    @classmethod
+    def build(cls, documents: Sequence[str], goal: str = "") -> ScoreContext:
+        """IDF over ``documents`` (one per message) and the content words of ``goal``."""
+        df: Counter[str] = Counter()
+        for doc in documents:
+            df.update(set(_CONTENT.findall(doc.lower())))
+        for w in _STOP & df.keys():
+            del df[w]
+        n = max(len(documents), 1)
+        idf = {w: min(math.log((n + 1) / (c + 0.5)), 4.0) for w, c in df.items()}
+        goal_words = frozenset(_CONTENT.findall(goal.lower())) - _STOP
+        return cls(idf=idf, goal=goal_words)
+
+    @classmethod
+    def from_words(cls, documents: Sequence[frozenset[str]], goal: str = "") -> ScoreContext:
+        """Like :meth:`build`, from each document's content words (already found)."""
+        df: Counter[str] = Counter()
+        for words in documents:
+            df.update(words)
+        n = max(len(documents), 1)
+        idf = {w: min(math.log((n + 1) / (c + 0.5)), 4.0) for w, c in df.items()}
+        goal_words = frozenset(_CONTENT.findall(goal.lower())) - _STOP
+        return cls(idf=idf, goal=goal_words)
+
+
+_CONTENT = re.compile(r"[a-z][a-z-]+[a-z]")
+_RARE = 4.0  # the rarity (idf) of a word the conversation's other messages lack
+_ZEROS = itertools.repeat(0.0)
+
+
+@dataclass(frozen=True, slots=True)
+class Flags:
+    """Which costly patterns occur at all in a piece, so its segments skip the rest."""
+
+    error: bool = True
+    decision: bool = True
+    capital: bool = True
+
+    @classmethod
+    def of(cls, text: str) -> Flags:
+        low = text.lower()
+        return cls(
+            has_error(low),
+            bool(_DECISION.search(low)),
+            bool(_CAPITAL.search(text)),
+        )
+
+
+# Decisions, matched on lower-cased text without word boundaries: a little looser than
+# exact patterns, and many times faster.
+_ANY_DIGIT = re.compile(r"\d")
+
+
+def has_error(low: str) -> bool:
+    """Whether lower-cased text mentions an error or failure (substring tests, several
+    times faster than a regex alternation)."""
+    return (
+        "error" in low
+        or "fail" in low
+        or "exception" in low
+        or "traceback" in low
+        or "fatal" in low
+        or "panic" in low
+        or "assert" in low
+        or "denied" in low
+        or "refused" in low
+        or "not found" in low
+        or "no such" in low
+        or "cannot" in low
+        or "can't" in low
+        or "undefined" in low
+        or "segmentation fault" in low
+        or "timed out" in low
+        or "timeout" in low
+        or "warning" in low
+        or "deprecat" in low
+        or "exit code" in low
+        or "exit status" in low
+    )
+
+
+_DECISION = re.compile(
+    r"decid|chose|choose|plan|let's|we'll|i'll|will (?:now|use|try|fix|add|change|run)|"
+    r"should|must|root cause|the fix|the issue is|the problem is|the bug is|because|"
+    r"instead|conclusion|solution|agree"
+)
+
+
+def mentions_decision(low: str) -> bool:
+    """Whether lower-cased text states a decision, a plan or a cause."""
+    return bool(_DECISION.search(low))
+
+
+#: Every pattern may occur: test them all.
+ALL_FLAGS = Flags()
+
+
+class Features(NamedTuple):
+    """What scoring needs to know of a sentence or line, independent of the conversation
+    (so it can be cached per message); :func:`combine` adds the conversation's part."""
+
+    content: frozenset[str]  # content words (no stop words)
+    base: float  # identifiers, numbers, errors, decisions
+    factor: float  # penalties (filler, questions) and the piece's weight
+    signal: bool  # holds numbers or identifiers
+    line: str  # the stripped text, to spot lines shown again later
+    names: tuple[str, ...] = ()  # capitalized words inside the sentence, lower-cased
+
+
+def features(
+    text: str, kinds: Sequence[str] | None = None, flags: Flags = ALL_FLAGS, weight: float = 1.0
+) -> Features:
+    """The conversation-independent part of :func:`score`."""
+    low = text.lower()
+    content = frozenset(_CONTENT.findall(low)) - _STOP
+    numbers = len(_NUMBER.findall(text)) if _ANY_DIGIT.search(text) else 0
+    if kinds is None:
+        kinds = [k for k, _, _, _ in find_identifiers(text)]
+    base = 0.2
+    for kind in kinds:
+        base += 2.5 if kind in ("path", "url") else 1.5
+    base += min(numbers, 4)  # quantities, dates, versions
+    names = tuple(w.lower() for w in _CAPITAL.findall(text)[:8]) if flags.capital else ()
+    if flags.error and has_error(low):
+        base += 1.5
+    if flags.decision and _DECISION.search(low):
+        base += 0.4
+    factor = weight
+    if len(content) <= 2 and not numbers and not kinds:
+        factor *= 0.3  # "Thanks, Mel!", "Sounds good." carry little
+    stripped = text.strip()
+    if stripped.endswith("?"):
+        factor *= 0.6  # a question asks; the answer holds the fact
+    return Features(content, base, factor, bool(numbers or kinds), stripped, names)
+
+
+def combine(f: Features, ctx: ScoreContext) -> float:
+    """A segment's score from its features and the conversation's rarity and goal."""
+    info = sum(map(ctx.idf.get, f.content, _ZEROS))
+    if not info and not f.signal:
+        return 0.05
+    s = f.base + info / 8.0
+    if f.names:  # names of people, places, things; one on every other line says little
+        idf = ctx.idf
+        s += min(sum(min(max(idf.get(w, _RARE) - 1.5, 0.0) / 2.0, 1.0) for w in f.names), 4.0)
+    if ctx.goal:
+        s += 0.8 * len(ctx.goal.intersection(f.content))
+    s *= f.factor
+    if ctx.repeated_later and f.line in ctx.repeated_later:
+        s *= 0.1  # the same line is shown again later
+    return s
+
+
+def score(
+    text: str, ctx: ScoreContext, kinds: Sequence[str] | None = None, flags: Flags = ALL_FLAGS
+) -> float:
+    """How much a sentence or line is worth keeping: identifiers, numbers, names,
+    errors, decisions, rare words and words of the current goal count. ``kinds`` are
+    the identifier kinds in ``text`` when the caller already found them."""
+    return combine(features(text, kinds, flags), ctx)
+
+
+def segments_of(piece: Piece) -> list[str]:
+    """The selectable fragments of a compressible piece (concatenation is its text)."""
+    return split_lines(piece.text) if piece.mode == "lines" else split_sentences(piece.text)
+
+
+def elide(
+    piece: Piece, segments: Sequence[str], chosen: Sequence[bool], *, marks: bool = True
+) -> str:
+    """The piece with unchosen segments elided: ``...`` in prose, a line count in lines.
+    Without ``marks``, gaps are left unmarked (the note says text was cut)."""
+    out: list[str] = []
+    gap = 0
+    for seg, keep in zip(segments, chosen, strict=True):
+        if keep:
+            if gap and marks:
+                out.append(_gap(piece, gap, out))
+            elif out and not out[-1][-1:].isspace():
+                out.append(" ")
+            gap = 0
+            out.append(seg)
+        else:
+            gap += 1
+    if gap and out and marks:
+        out.append(_gap(piece, gap, out))
+    return "".join(out)
+
+
+def _gap(piece: Piece, n: int, before: list[str]) -> str:
+    if piece.mode == "lines":
+        sep = "" if not before or before[-1].endswith("\n") else "\n"
+        return f"{sep}[... {n} line{'s' if n > 1 else ''} omitted]\n"
+    prev = before[-1] if before else ""
+    return "... " if not prev or prev[-1:].isspace() else " ... "
+
+
+class ExtractiveSummarizer:
+    """The default summarizer: no LLM, deterministic, milliseconds.
+
+    Keeps the sentences (or lines) worth the most per token — identifiers, numbers with
+    units, names, errors, decisions, words of the question being worked on — in their
+    original order, up to ``max_tokens``; never cuts inside an identifier, path, URL,
+    number or quoted string.
+    """
+
+    def __init__(self, *, chars_per_token: float = 4.0, goal: str = "") -> None:
+        self.chars_per_token = chars_per_token
+        self.goal = goal
+
+    def summarize(self, text: str, *, max_tokens: int) -> str:
+        """Keep the best sentences of ``text`` within about ``max_tokens`` tokens."""
+        budget = max_tokens * self.chars_per_token
+        if len(text) <= budget:
+            return text
+        piece = Piece(text, keep=False, mode="lines" if _is_lines(text) else "prose")
+        segs = segments_of(piece)
+        ctx = ScoreContext.build(segs, self.goal)
+        scores = [score(seg, ctx) for seg in segs]
+        order = sorted(range(len(segs)), key=lambda k: (-scores[k] / max(len(segs[k]), 12), k))
+        chosen = [False] * len(segs)
+        used = 0.0
+        for k in order:
+            if scores[k] < FILLER and used:
+                continue  # filler is not worth a token
+            if used + len(segs[k]) <= budget:
+                chosen[k] = True
+                used += len(segs[k])
+        return elide(piece, segs, chosen)
+
+
+def _is_lines(text: str) -> bool:
+    lines = text.splitlines()
+    return len(lines) >= 4 and sum(len(ln) < 100 for ln in lines) * 10 >= len(lines) * 7
+
+
+_ALSO_IN_FULL = "[also in the full text: "
+_ID_SHARE = 4  # the identifiers of the cut parts take at most 1/4 of the allowance
+
+
+_SHORTENED: LRU[str] = memo(4_096)  # shorten() is asked for the same results each turn
+
+
+def shorten(text: str, max_tokens: int, counter: TokenCounter, *, goal: str = "") -> str:
+    """``text`` within ``max_tokens`` tokens (exact, by ``counter``), shortened the way
+    the engine shortens a message: JSON minified, the format adapters' preserved parts
+    kept (code blocks, a log's error lines, a table's header), the best sentences or
+    lines of the rest, each gap marked; the identifiers of what was cut (paths, URLs,
+    ids) listed at the end, so they stay findable. Memoized: an agent's turns ask for
+    the same results again and again."""
+    if counter.count_text(text) <= max_tokens:
+        return text
+    key = (text, max_tokens, counter.name, goal, registry_version())
+    hit = _SHORTENED.get(key)
+    if hit is None:
+        hit = _shorten(text, max_tokens, counter, goal)
+        _SHORTENED.put(key, hit)
+    return hit
+
+
+def _shorten(text: str, max_tokens: int, counter: TokenCounter, goal: str) -> str:
+    mini = minify_json(text)
+    if mini is not None:
+        if counter.count_text(mini) <= max_tokens:
+            return mini
+        text = mini
+    pieces, _ = split_message_text(text)
+    if sum(len(p.text) for p in pieces) > len(text):
+        pieces = [Piece(text, keep=False)]
+    pieces = [  # line-shaped output is cut by lines, whatever adapter split it
+        Piece(p.text, keep=False, mode="lines", weight=p.weight)
+        if not p.keep and p.mode == "prose" and _is_lines(p.text)
+        else p
+        for p in pieces
+    ]
+    segments = [segments_of(p) if not p.keep else [p.text] for p in pieces]
+    flat = [seg for p, segs in zip(pieces, segments, strict=True) if not p.keep for seg in segs]
+    ctx = ScoreContext.build(flat, goal)
+    values = [[score(seg, ctx) / max(len(seg), 12) for seg in segs] for segs in segments]
+    found: dict[str, str] = {}
+    for kind, value, _, _ in find_identifiers(text):
+        found.setdefault(value, kind)
+    ranked_ids = sorted(found, key=lambda v: -KIND_WEIGHT.get(found[v], 1.0))
+    cpt = max(len(text) / max(counter.count_text(text), 1), 1.0)
+    allowance = float(max_tokens)
+    for _ in range(6):
+        body = _select(pieces, segments, values, allowance * cpt * (1 - 1 / _ID_SHARE))
+        missing = [v for v in ranked_ids if v not in body]
+        out = body + _also(missing, max_tokens // _ID_SHARE, counter)
+        n = counter.count_text(out)
+        if n <= max_tokens:
+            return out
+        allowance *= max_tokens / n * 0.95
+    cut = text[: int(max_tokens * cpt * 0.5)]
+    while cut and counter.count_text(cut + " [...]") > max_tokens:
+        cut = cut[: len(cut) * 3 // 4]
+    return cut + " [...]" if cut else ""
+
+
+def _select(
+    pieces: Sequence[Piece],
+    segments: Sequence[list[str]],
+    values: Sequence[list[float]],
+    chars: float,
+) -> str:
+    """The pieces with the segments worth the most per character (``values``) within
+    ``chars``; preserved pieces first, unless they alone are too long (then they
+    compete too)."""
+    fixed = sum(len(p.text) for p in pieces if p.keep)
+    compete = fixed > chars / 2
+    cands = [
+        (values[pi][si], pi, si)
+        for pi, (p, segs) in enumerate(zip(pieces, segments, strict=True))
+        if compete or not p.keep
+        for si in range(len(segs))
+    ]
+    cands.sort(key=lambda c: (-c[0], c[1], c[2]))
+    used = 0.0 if compete else float(fixed)
+    chosen = [
+        [not compete and p.keep] * len(segs) for p, segs in zip(pieces, segments, strict=True)
+    ]
+    for _, pi, si in cands:
+        seg = segments[pi][si]
+        if used + len(seg) <= chars:
+            chosen[pi][si] = True
+            used += len(seg)
+    parts: list[str] = []
+    for p, segs, ch in zip(pieces, segments, chosen, strict=True):
+        if p.keep and not compete:
+            parts.append(p.text)
+        elif any(ch):
+            part = elide(Piece(p.text, keep=False, mode=p.mode), segs, ch)
+            if part.startswith("[") and parts and not parts[-1].endswith("\n"):
+                part = "\n" + part
+            parts.append(part)
+        elif not p.keep and p.text.strip():  # nothing of it chosen: say so
+            cut = f"[... {len(segs)} lines omitted]" if p.mode == "lines" else "[...]"
+            sep = "" if not parts or parts[-1].endswith("\n") else "\n"
+            parts.append(f"{sep}{cut}\n")
+    return _merge_gaps("".join(parts)).strip("\n") or "[...]"
+
+
+_GAPS = re.compile(r"\[\.\.\. (\d+) lines? omitted\]\n\[\.\.\. (\d+) lines? omitted\]")
+
+
+def _merge_gaps(text: str) -> str:
+    """One gap mark where pieces left two in a row."""
+    while True:
+        merged = _GAPS.sub(lambda m: f"[... {int(m[1]) + int(m[2])} lines omitted]", text)
+        if merged == text:
+            return text
+        text = merged
+
+
+def _also(missing: Sequence[str], max_tokens: int, counter: TokenCounter) -> str:
+    """The line naming identifiers only the full text has, within ``max_tokens``."""
+    if not missing:
+        return ""
+    listed: list[str] = []
+    for value in missing:
+        line = f"\n{_ALSO_IN_FULL}{', '.join([*listed, value])}]"
+        if counter.count_text(line) > max_tokens:
+            break
+        listed.append(value)
+    return f"\n{_ALSO_IN_FULL}{', '.join(listed)}]" if listed else ""
