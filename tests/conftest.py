@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+import ctxfold.testing as ctxfold_testing
 from ctxfold import Message, from_openai
-from ctxfold.testing import find_data_dir, load_conversations
+from ctxfold.testing import find_data_dir
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((REPO / "examples").glob("*.json"))
@@ -32,23 +33,29 @@ def example_conversations() -> list[tuple[str, list[Message]]]:
     return [(r["id"], from_openai(r["messages"])) for r in example_records()]
 
 
-def shared_records() -> list[dict]:
-    """Every record of every JSONL file in the shared data (skips the test if absent)."""
+def shared_conversations() -> list[tuple[str, list[Message]]]:
+    """The shared conversations: a deterministic sample of each data set, or all of
+    them with ``CTXFOLD_FULL_SWEEP=1`` (skips the test if the data is absent)."""
     if DATA_DIR is None:
         pytest.skip(SKIP_NO_DATA)
+    return ctxfold_testing.shared_conversations(DATA_DIR)
+
+
+def shared_records() -> list[dict]:
+    """The records of :func:`shared_conversations`, as they are in the files."""
+    keep = {conv_id for conv_id, _ in shared_conversations()}
     records = []
-    for f in sorted(DATA_DIR.glob("*.jsonl")):
-        records.extend(json.loads(line) for line in f.read_text(encoding="utf-8").splitlines())
+    for f in sorted(DATA_DIR.glob("*.jsonl")):  # type: ignore[union-attr]
+        lines = f.read_text(encoding="utf-8").splitlines()
+        records.extend(r for r in map(json.loads, lines) if str(r["id"]) in keep)
     return records
 
 
-def shared_conversations() -> list[tuple[str, list[Message]]]:
-    if DATA_DIR is None:
-        pytest.skip(SKIP_NO_DATA)
-    out = []
-    for f in sorted(DATA_DIR.glob("*.jsonl")):
-        out.extend(load_conversations(f))
-    return out
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The contract's sweep of real conversations is a full sweep too."""
+    for item in items:
+        if item.name == "test_contract_on_real_conversations":
+            item.add_marker(pytest.mark.full_sweep)
 
 
 @pytest.fixture(scope="session")

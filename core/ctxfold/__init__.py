@@ -59,6 +59,7 @@ from .models import SUMMARY_PROMPT as SUMMARY_PROMPT
 from .references import ReferenceIndex as ReferenceIndex
 from .references import register_extractor as register_extractor
 from .rendering import Renderer as Renderer
+from .rendering import ToolUse as ToolUse
 from .rendering import normalize_renderer as normalize_renderer
 from .rendering import register_renderer as register_renderer
 from .rendering import turns_from_messages as turns_from_messages
@@ -148,7 +149,6 @@ _MOVED = {
             "PressureTriggered",
             "RenderStats",
             "SingleUserCoalesced",
-            "ToolUse",
             "as_turns",
             "renderers",
         ),

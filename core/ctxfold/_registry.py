@@ -21,11 +21,22 @@ from typing import Any, Generic, TypeVar
 
 from .exceptions import ConfigurationError
 
-__all__ = ["Registry", "normalize_option"]
+__all__ = ["Registry", "factories", "normalize_option"]
 
 T = TypeVar("T")
 R = TypeVar("R")
 _log = logging.getLogger("ctxfold")
+
+
+def factories(kind: str) -> Callable[[str, object], Callable[..., Any]]:
+    """The check of a registry of factories (classes or functions): callable or refused."""
+
+    def check(name: str, factory: object) -> Callable[..., Any]:
+        if not callable(factory):
+            raise ConfigurationError(f"{kind} {name!r}: factory must be callable")
+        return factory
+
+    return check
 
 
 class Registry(Generic[T]):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DATA_DIR, EXAMPLES, SKIP_NO_DATA
+from conftest import EXAMPLES, shared_records
 from ctxfold import SQLiteStore
 from ctxfold.cli import main
 
@@ -147,16 +147,16 @@ def test_console_script_is_installed():
     assert json.loads(done.stdout)["messages"]
 
 
-@pytest.mark.shared_data
-def test_compress_all_shared_data_files(capsys):
-    if DATA_DIR is None:
-        pytest.skip(SKIP_NO_DATA)
-    for f in sorted(DATA_DIR.glob("*.jsonl")):
-        code, out, err = run(
-            capsys, "compress", str(f), "--budget", "25%", "--option", "overflow=best_effort"
-        )
-        assert code == 0, err
-        assert len(out.splitlines()) == len(f.read_text().splitlines())
+@pytest.mark.full_sweep
+def test_compress_the_shared_data_as_jsonl(capsys, tmp_path):
+    records = shared_records()
+    data = tmp_path / "shared.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in records))
+    code, out, err = run(
+        capsys, "compress", str(data), "--budget", "25%", "--option", "overflow=best_effort"
+    )
+    assert code == 0, err
+    assert [json.loads(line)["id"] for line in out.splitlines()] == [r["id"] for r in records]
 
 
 def test_compress_with_a_store_is_reversible_and_expand_gives_the_original_back(capsys, tmp_path):

@@ -61,13 +61,13 @@ def test_counts_equal_tiktokens_own_on_examples(name, reference_encodings):
         assert ours.count_text(text) == len(ref.encode_ordinary(text))
 
 
-@pytest.mark.shared_data
+@pytest.mark.full_sweep
 @pytest.mark.parametrize("name", ["o200k_base", "cl100k_base"])
-def test_counts_equal_tiktokens_own_on_all_shared_data(name, reference_encodings):
+def test_counts_equal_tiktokens_own_on_the_shared_data(name, reference_encodings):
     ours = TiktokenCounter(name)
     ref = reference_encodings[name]
     texts = list(_texts(shared_conversations()))
-    assert len(texts) > 10000
+    assert len(texts) > 1000
     assert [ours.count_text(t) for t in texts] == [len(x) for x in ref.encode_ordinary_batch(texts)]
 
 

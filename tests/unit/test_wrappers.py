@@ -40,8 +40,8 @@ def test_langchain_round_trip_on_examples():
         assert to_langchain(from_langchain(lc)) == lc
 
 
-@pytest.mark.shared_data
-def test_langchain_and_llamaindex_round_trips_on_all_shared_data():
+@pytest.mark.full_sweep
+def test_langchain_and_llamaindex_round_trips_on_the_shared_data():
     for record in shared_records():
         msgs = ctxfold.from_openai(record["messages"])
         li = to_llamaindex(msgs)

@@ -94,7 +94,7 @@ def _check_installed(feature: str, module: str, package: str, extra: str) -> Non
         raise MissingDependencyError(feature, package, extra)
 
 
-def _normalize_rows(vectors: Any) -> npt.NDArray[np.float32]:
+def normalize_rows(vectors: Any) -> npt.NDArray[np.float32]:
     """float32 copy of ``vectors`` with unit rows; zero rows stay zero."""
     np = _import_numpy()
     v = np.asarray(vectors, dtype=np.float64)
@@ -118,7 +118,7 @@ def cosine_matrix(vectors: npt.ArrayLike) -> npt.NDArray[np.float32]:
             f"vectors must be a 2-D array (one row per text), got shape {v.shape}; "
             "check that the embedder's embed() returns one row per text"
         )
-    unit = _normalize_rows(v)
+    unit = normalize_rows(v)
     sims = unit @ unit.T
     np.clip(sims, -1.0, 1.0, out=sims)
     return sims  # type: ignore[no-any-return]
@@ -291,7 +291,7 @@ class TfidfEmbedder:
             svd = TruncatedSVD(n_components=self.dims, algorithm="randomized", random_state=0)
             svd.fit(matrix)
             out[:] = matrix @ svd.components_.T
-        return _normalize_rows(out)
+        return normalize_rows(out)
 
 
 # ------------------------------------------------------------------------- WordLlama
@@ -448,7 +448,7 @@ class WordLlamaEmbedder:
             # long the text (the mean's division does not change the direction).
             tokens, counts = np.unique(ids, return_counts=True)
             out[row] = counts.astype(np.float32) @ table[tokens]
-        return _normalize_rows(out)
+        return normalize_rows(out)
 
 
 # ---------------------------------------------------------------------------- lookup

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .._registry import Registry, normalize_option
+from .._registry import Registry, factories, normalize_option
 from ..exceptions import ConfigurationError
 from ..messages import Message
 from .base import BaseRenderer, Renderer, RenderStats, _takes
@@ -31,12 +31,6 @@ from .turns import Turn, as_turns
 __all__ = ["normalize_renderer", "register_renderer", "render", "renderers"]
 
 # ------------------------------------------------------------------ registry, normalize
-
-
-def _factory(name: str, factory: object) -> RendererFactory:
-    if not callable(factory):
-        raise ConfigurationError(f"renderer {name!r}: factory must be callable")
-    return factory
 
 
 RendererFactory = Callable[..., Renderer]
@@ -50,7 +44,7 @@ REGISTRY: Registry[RendererFactory] = Registry(
         "pressure": "ctxfold.rendering.pressure:PressureTriggered",
     },
     group="ctxfold.renderers",
-    check=_factory,
+    check=factories("renderer"),
 )
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from .._registry import Registry, normalize_option
+from .._registry import Registry, factories, normalize_option
 from ..contract import Compressor
 from ..exceptions import ConfigurationError, MissingDependencyError
 
@@ -32,12 +32,6 @@ __all__ = [
 StrategyFactory = Callable[..., Compressor]
 
 
-def _factory(name: str, factory: object) -> StrategyFactory:
-    if not callable(factory):
-        raise ConfigurationError(f"strategy {name!r}: factory must be callable")
-    return factory
-
-
 #: The strategies by name (imported when first asked for); plug-ins register in the
 #: ``ctxfold.strategies`` entry-point group (``name = "package.module:Factory"``).
 REGISTRY: Registry[StrategyFactory] = Registry(
@@ -51,7 +45,7 @@ REGISTRY: Registry[StrategyFactory] = Registry(
         "hybrid": "ctxfold.strategies.hybrid:HybridCompressor",
     },
     group="ctxfold.strategies",
-    check=_factory,
+    check=factories("strategy"),
 )
 
 

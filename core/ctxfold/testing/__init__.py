@@ -29,6 +29,7 @@ from ..exceptions import BudgetError
 from ..messages import Message, as_messages, from_openai, to_anthropic, to_openai
 from ..result import CompressionResult
 from ..tokens import get_counter
+from ..units import group_units
 
 __all__ = [
     "CompressorContract",
@@ -36,7 +37,10 @@ __all__ = [
     "check_invariants",
     "check_tool_integrity",
     "find_data_dir",
+    "full_sweep",
     "load_conversations",
+    "sample_conversations",
+    "shared_conversations",
 ]
 
 
@@ -222,6 +226,73 @@ def load_conversations(path: str | os.PathLike[str]) -> Iterator[tuple[str, list
         yield (str(rec.get("id", p.stem)) if isinstance(rec, dict) else p.stem), from_openai(msgs)
 
 
+#: Set to ``1`` to sweep every shared conversation instead of a sample of each file.
+FULL_SWEEP_ENV = "CTXFOLD_FULL_SWEEP"
+
+
+def full_sweep() -> bool:
+    """Whether tests sweep every shared conversation (``CTXFOLD_FULL_SWEEP=1``) or a
+    deterministic sample of each data set (the default)."""
+    return os.environ.get(FULL_SWEEP_ENV, "") not in ("", "0")
+
+
+def _features(msgs: Sequence[Message]) -> set[str]:
+    """The irregular shapes a sample should cover, found in one conversation."""
+    grouping = group_units(msgs)
+    found = set()
+    if grouping.dangling_calls:
+        found.add("dangling_call")
+    if grouping.orphan_results:
+        found.add("orphan_result")
+    if any(m.role == "assistant" and m.tool_calls and m.text for m in msgs):
+        found.add("text_and_calls")
+    if any(m.name for m in msgs):
+        found.add("names")
+    if any(not isinstance(m.content, str) and m.content is not None for m in msgs):
+        found.add("multipart")
+    return found
+
+
+def sample_conversations(
+    conversations: Sequence[tuple[str, list[Message]]], *, size_points: int = 3
+) -> list[tuple[str, list[Message]]]:
+    """A deterministic sample of one data set that keeps its range and its shapes: the
+    smallest, the median and the largest conversation by characters (``size_points``
+    spread from smallest to largest), then the smallest with each irregular shape not
+    yet covered (a dangling tool call, an orphan result, text beside calls, names,
+    multi-part content). In input order."""
+    if len(conversations) <= size_points:
+        return list(conversations)
+    sizes = [sum(len(m.text) for m in msgs) for _, msgs in conversations]
+    by_size = sorted(range(len(conversations)), key=lambda k: (sizes[k], k))
+    last = len(by_size) - 1
+    chosen = {by_size[round(j * last / (size_points - 1))] for j in range(size_points)}
+    covered = set().union(*(_features(conversations[k][1]) for k in chosen))
+    for k in by_size:
+        new = _features(conversations[k][1]) - covered
+        if new:
+            chosen.add(k)
+            covered |= new
+    return [conversations[k] for k in sorted(chosen)]
+
+
+def shared_conversations(
+    data: str | os.PathLike[str] | None = None, *, full: bool | None = None
+) -> list[tuple[str, list[Message]]]:
+    """The shared conversations of every ``*.jsonl`` in ``data`` (default:
+    :func:`find_data_dir`; none when absent): all of them with ``full`` (default:
+    :func:`full_sweep`), else :func:`sample_conversations` of each file."""
+    folder = Path(data) if data is not None else find_data_dir()
+    if folder is None:
+        return []
+    every = full_sweep() if full is None else full
+    out: list[tuple[str, list[Message]]] = []
+    for path in sorted(folder.glob("*.jsonl")):
+        convs = list(load_conversations(path))
+        out.extend(convs if every else sample_conversations(convs))
+    return out
+
+
 class CompressorContract:
     """Pytest mixin: the invariants every compressor keeps, on real and generated data.
 
@@ -241,15 +312,13 @@ class CompressorContract:
         raise NotImplementedError
 
     def conversations(self) -> list[tuple[str, list[Message]]]:
-        """The real conversations to check (override to choose others)."""
+        """The real conversations to check (override to choose others): the
+        ``example_files`` and :func:`shared_conversations` (a sample of each data set,
+        every conversation with ``CTXFOLD_FULL_SWEEP=1``)."""
         found: list[tuple[str, list[Message]]] = []
         for name in self.example_files:
             found.extend(load_conversations(name))
-        data = find_data_dir()
-        if data is not None:
-            for path in sorted(data.glob("*.jsonl")):
-                found.extend(load_conversations(path))
-        return found
+        return found + shared_conversations()
 
     def _check(self, messages: Sequence[Message], fraction: float) -> CompressionResult | None:
         cnt = get_counter(self.counter)

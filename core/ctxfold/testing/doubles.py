@@ -7,7 +7,7 @@ import zlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ..models.embedders import _normalize_rows
+from ..models.embedders import normalize_rows
 
 if TYPE_CHECKING:
     import numpy as np
@@ -80,4 +80,4 @@ class FakeEmbedder:
         for row, text in enumerate(texts):
             for w in _WORD.findall(text.lower()):
                 out[row, zlib.crc32(w.encode()) % self.dim] += 1.0
-        return _normalize_rows(out)
+        return normalize_rows(out)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..._state import LRU, memo
@@ -22,6 +22,7 @@ from ...text.layers import (
 )
 from ...text.primitives import find_identifiers, json_strings, json_values
 from ...text.scoring import ALL_FLAGS, Features, Flags, features, segments_of
+from .policy import POLICY
 
 __all__ = ["Analysis", "Analyzer"]
 
@@ -69,125 +70,170 @@ class Analyzer:
         return ("registry", registry_version())
 
     def _analyse(self, m: Message, tok: int) -> Analysis:
-        layers = self.layers
-        reasons: list[str] = []
-        savings: Counter[str] = Counter()
-        calls = m.tool_calls
-        if layers.json and calls:
-            calls = tuple(
-                ToolCall(c.id, c.name, minify_json(c.arguments) or c.arguments, c.type)
-                for c in calls
-            )
-        call_texts = [f"{c.name}({c.arguments})" for c in calls]
-        identifiers: list[tuple[str, str]] = []
-        for c in calls:  # what the assistant acted on counts twice
-            acted = [(k, v) for k, v, _, _ in find_identifiers(json_strings(c.arguments))]
-            acted += json_values(c.arguments, names=True)
-            identifiers += acted + acted  # what the assistant acted on counts twice
-        call_features = tuple(features(t[:1500]) for t in call_texts)
+        calls, call_texts, identifiers = _calls(m, self.layers)
         text = m.content if isinstance(m.content, str) else m.text
         cpt = max(len(text) + sum(len(t) for t in call_texts), 1) / max(tok - 3, 1)
-        cpt = max(cpt, 1.0)
+        draft = _Draft(text, max(cpt, 1.0), identifiers)
+        draft.apply_layers(self.layers, m.role)
+        pieces = self._pieces(draft)
+        segments, feats = _segments(pieces, draft)
+        echo = 1.0 if m.role == "tool" else POLICY.people_echo  # ids people repeat matter
+        words: frozenset[str] = frozenset().union(*(f.content for fs in feats for f in fs))
+        return Analysis(
+            speaker_tag(m),
+            tuple(pieces),
+            tuple(segments),
+            tuple(feats),
+            calls,
+            tuple(features(t[: POLICY.call_scan_chars]) for t in call_texts),
+            tuple(draft.reasons),
+            draft.cpt,
+            tuple(draft.identifiers),
+            echo,
+            dict(draft.savings),
+            words,
+        )
+
+    def _pieces(self, draft: _Draft) -> list[Piece]:
+        """The format adapters' pieces of the text (one piece when no adapter helps)."""
+        text = draft.text
+        builtin_only = self.adapters is None and registry_version() == 0
+        if builtin_only and "\n" not in text and text[:1] not in "[{<":
+            return [Piece(text, keep=False)]  # one line: no format
+        pieces, used = split_message_text(text, self.adapters or adapters())
+        rebuilt = "".join(p.text for p in pieces)
+        if len(rebuilt) > len(text):  # an adapter must never make things bigger
+            draft.reasons.append(f"adapter_reverted:{'+'.join(used)}")
+            return [Piece(text, keep=False)]
+        draft.reasons.extend(f"adapter:{a}" for a in used if a != "prose")
+        if rebuilt != text:
+            draft.savings["adapters"] += round((len(text) - len(rebuilt)) / draft.cpt)
+        return pieces
+
+
+def _calls(
+    m: Message, layers: Layers
+) -> tuple[tuple[ToolCall, ...], list[str], list[tuple[str, str]]]:
+    """The message's tool calls (arguments minified), their texts, and the identifiers
+    they act on (counted twice: what the assistant acted on matters)."""
+    calls = m.tool_calls
+    if layers.json and calls:
+        calls = tuple(
+            ToolCall(c.id, c.name, minify_json(c.arguments) or c.arguments, c.type) for c in calls
+        )
+    identifiers: list[tuple[str, str]] = []
+    for c in calls:
+        acted = [(k, v) for k, v, _, _ in find_identifiers(json_strings(c.arguments))]
+        acted += json_values(c.arguments, names=True)
+        identifiers += acted + acted
+    return calls, [f"{c.name}({c.arguments})" for c in calls], identifiers
+
+
+@dataclass
+class _Draft:
+    """A message's text on its way through the encoding layers, with what they did."""
+
+    text: str
+    cpt: float  # characters per token
+    identifiers: list[tuple[str, str]]
+    reasons: list[str] = field(default_factory=list)
+    savings: Counter[str] = field(default_factory=Counter)
+    truncated: bool = False  # identifiers were taken from the whole text already
+    is_json: bool = False
+
+    def replace_text(self, new: str, layer: str) -> None:
+        self.savings[layer] += round((len(self.text) - len(new)) / self.cpt)
+        self.text = new
+        self.reasons.append(f"layer:{layer}")
+
+    def apply_layers(self, layers: Layers, role: str) -> None:
+        """JSON minified, tool output truncated, whitespace normalized, as configured."""
+        text = self.text
         strings = json_strings(text) if text[:1] in "[{" else text
-        is_json = strings is not text
-        if is_json:  # ids live in the values; the keys are schema
-            identifiers += json_values(text)
-            identifiers += [(k, v) for k, v, _, _ in find_identifiers(strings)]
+        self.is_json = strings is not text
+        if self.is_json:  # ids live in the values; the keys are schema
+            self.identifiers += json_values(text)
+            self.identifiers += [(k, v) for k, v, _, _ in find_identifiers(strings)]
         if layers.json:
-            mini = minify_json(text)
+            mini = minify_json(self.text)
             if mini is not None:
-                savings["json"] += round((len(text) - len(mini)) / cpt)
-                text = mini
-                reasons.append("layer:json")
-        truncated = False
-        if layers.truncate and m.role == "tool":
+                self.replace_text(mini, "json")
+        if layers.truncate and role == "tool":
             cut = truncate_observation(
-                text,
+                self.text,
                 max_lines=layers.truncate_lines,
                 head=layers.truncate_head,
                 tail=layers.truncate_tail,
             )
             if cut is not None:
-                identifiers += [(k, v) for k, v, _, _ in find_identifiers(text)]
-                truncated = True
-                savings["truncate"] += round((len(text) - len(cut)) / cpt)
-                text = cut
-                reasons.append("layer:truncate")
-        if layers.whitespace and maybe_whitespace(text):
-            norm = normalize_whitespace(text, prose=not looks_indentation_sensitive(text))
-            if norm != text:
-                savings["whitespace"] += round((len(text) - len(norm)) / cpt)
-                text = norm
-                reasons.append("layer:whitespace")
-        builtin_only = self.adapters is None and registry_version() == 0
-        if builtin_only and "\n" not in text and text[:1] not in "[{<":
-            pieces, used = [Piece(text, keep=False)], list[str]()  # one line: no format
+                self.identifiers += [(k, v) for k, v, _, _ in find_identifiers(self.text)]
+                self.truncated = True
+                self.replace_text(cut, "truncate")
+        if layers.whitespace and maybe_whitespace(self.text):
+            sensitive = looks_indentation_sensitive(self.text)
+            norm = normalize_whitespace(self.text, prose=not sensitive)
+            if norm != self.text:
+                self.replace_text(norm, "whitespace")
+
+
+Found = tuple[str, str, int, int]
+
+
+def _found_per_piece(pieces: list[Piece], text: str) -> list[list[Found]]:
+    """The identifiers of each piece; one scan of the whole text when the pieces tile
+    it exactly."""
+    if "".join(p.text for p in pieces) != text or len(pieces) == 1:
+        return [list(find_identifiers(p.text)) for p in pieces]
+    whole = list(find_identifiers(text))
+    out: list[list[Found]] = []
+    offset = next_id = 0
+    for p in pieces:
+        stop = offset + len(p.text)
+        found = []
+        while next_id < len(whole) and whole[next_id][2] < stop:
+            k, v, a, b = whole[next_id]
+            found.append((k, v, a - offset, b - offset))
+            next_id += 1
+        out.append(found)
+        offset = stop
+    return out
+
+
+def _segments(
+    pieces: list[Piece], draft: _Draft
+) -> tuple[list[tuple[str, ...]], list[tuple[Features, ...]]]:
+    """Each piece's segments (sentences or lines; a preserved piece by line) and their
+    features; the pieces' identifiers join the draft's."""
+    segments: list[tuple[str, ...]] = []
+    feats: list[tuple[Features, ...]] = []
+    for p, found in zip(pieces, _found_per_piece(pieces, draft.text), strict=True):
+        if not p.keep:
+            segs = segments_of(p)
+        elif "\n" in p.text.rstrip("\n"):
+            segs = p.text.splitlines(keepends=True)
         else:
-            pieces, used = split_message_text(text, self.adapters or adapters())
-        rebuilt = "".join(p.text for p in pieces)
-        if len(rebuilt) > len(text):  # an adapter must never make things bigger
-            pieces = [Piece(text, keep=False)]
-            reasons.append(f"adapter_reverted:{'+'.join(used)}")
-        else:
-            reasons.extend(f"adapter:{a}" for a in used if a != "prose")
-            if rebuilt != text:
-                savings["adapters"] += round((len(text) - len(rebuilt)) / cpt)
-        segments: list[tuple[str, ...]] = []
-        feats: list[tuple[Features, ...]] = []
-        # One identifier scan for the whole text when the pieces tile it exactly.
-        whole = list(find_identifiers(text)) if rebuilt == text and len(pieces) > 1 else None
-        offset = 0
-        next_id = 0
-        for p in pieces:
-            segs = (
-                segments_of(p)
-                if not p.keep
-                else (p.text.splitlines(keepends=True) if "\n" in p.text.rstrip("\n") else [p.text])
-            )
-            if whole is None:
-                found = list(find_identifiers(p.text))
-            else:
-                stop = offset + len(p.text)
-                found = []
-                while next_id < len(whole) and whole[next_id][2] < stop:
-                    k, v, a, b = whole[next_id]
-                    found.append((k, v, a - offset, b - offset))
-                    next_id += 1
-                offset = stop
-            if not truncated and not is_json:
-                identifiers += [(kind, value) for kind, value, _, _ in found]
-            flags = Flags.of(p.text) if len(segs) > 4 else ALL_FLAGS
-            weight = p.weight * (2.0 if p.keep else 1.0)
-            if not found:
-                seg_feats = [features(seg, (), flags, weight) for seg in segs]
-            else:
-                seg_feats = []
-                pos = 0
-                at = 0
-                for seg in segs:
-                    end = pos + len(seg)
-                    kinds: list[str] = []
-                    while at < len(found) and found[at][2] < end:
-                        kinds.append(found[at][0])
-                        at += 1
-                    seg_feats.append(features(seg, kinds, flags, weight))
-                    pos = end
-            segments.append(tuple(segs))
-            feats.append(tuple(seg_feats))
-        echo = 1.0 if m.role == "tool" else 2.0  # ids a person or the agent repeats matter
-        tag = speaker_tag(m)
-        words: frozenset[str] = frozenset().union(*(f.content for fs in feats for f in fs))
-        return Analysis(
-            tag,
-            tuple(pieces),
-            tuple(segments),
-            tuple(feats),
-            calls,
-            call_features,
-            tuple(reasons),
-            cpt,
-            tuple(identifiers),
-            echo,
-            dict(savings),
-            words,
-        )
+            segs = [p.text]
+        if not draft.truncated and not draft.is_json:
+            draft.identifiers += [(kind, value) for kind, value, _, _ in found]
+        flags = Flags.of(p.text) if len(segs) > 4 else ALL_FLAGS
+        weight = p.weight * (POLICY.preserved_weight if p.keep else 1.0)
+        segments.append(tuple(segs))
+        feats.append(tuple(_features(segs, found, flags, weight)))
+    return segments, feats
+
+
+def _features(segs: list[str], found: list[Found], flags: Flags, weight: float) -> list[Features]:
+    """Each segment's features, with the kinds of the identifiers that start in it."""
+    if not found:
+        return [features(seg, (), flags, weight) for seg in segs]
+    out = []
+    pos = at = 0
+    for seg in segs:
+        end = pos + len(seg)
+        kinds: list[str] = []
+        while at < len(found) and found[at][2] < end:
+            kinds.append(found[at][0])
+            at += 1
+        out.append(features(seg, kinds, flags, weight))
+        pos = end
+    return out

@@ -114,7 +114,7 @@ def mark_duplicates(messages: list[Message], plans: dict[int, Plan]) -> None:
         if i in plans and text in later:
             p = plans[i]
             p.pieces = [Piece(SAME_AS_LATER, keep=True)]
-            p.segments, p.scores, p.chosen = [[SAME_AS_LATER]], [[50.0]], [[False]]
+            p.segments, p.scores, p.chosen = [[SAME_AS_LATER]], [[POLICY.pointer_score]], [[False]]
             p.words = [[frozenset()]]
             p.deduplicated = True
             p.reasons = ["dedup:repeated_later"]
@@ -156,7 +156,7 @@ def identifier_pool(
     weight = {
         v: KIND_WEIGHT.get(kind_of[v], 1.0)
         * (1 + math.log(freq[v]))
-        * (3.0 if first[v] == task else 1.0)
+        * (POLICY.task_id_boost if first[v] == task else 1.0)
         for v in freq
     }
     return [(v, weight[v]) for v in sorted(freq, key=lambda v: (-weight[v], first[v], v))]

@@ -33,11 +33,17 @@ class Policy:
     agent_recent: float = 0.25  # recent_share with tool calls: the latest results are state
     chat_recent: float = 0.1  # and without: older turns are memory, selection serves better
     newest_unit_share: float = 0.6  # the newest unit alone may take this share of the room
+    # --- analysis and plans
+    preserved_weight: float = 2.0  # a piece an adapter marks as preserved counts this much more
+    people_echo: float = 2.0  # an id a person or the agent writes counts this much (tool output 1)
+    call_scan_chars: int = 1500  # a tool call's text is scored on its first this many chars
+    pointer_score: float = 50.0  # a copy's pointer to the later message: chosen before all else
     # --- selection
     tag_cost: float = 3.0  # tokens a speaker tag and line break cost in the note
     redundancy: float = 0.6  # how much a sentence loses when its words are already covered
     min_cost: float = 10.0  # a shorter sentence is ranked as if it cost this many tokens
     task_boost: float = 2.5  # the task statement's sentences are worth this much more
+    task_id_boost: float = 3.0  # and its identifiers, in the note's list
     recency_floor: float = 0.9  # the oldest message's weight; the newest gets floor + span
     recency_span: float = 0.2
     call_bonus: float = 1.0  # a tool call is worth this much more than its text's score

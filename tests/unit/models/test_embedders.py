@@ -26,7 +26,7 @@ from ctxfold.testing import find_data_dir, load_conversations
 np = pytest.importorskip("numpy", reason="the embedders need numpy: pip install 'ctxfold[all]'")
 pytest.importorskip("sklearn", reason="the TF-IDF embedder needs pip install 'ctxfold[all]'")
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 HAS_WORDLLAMA = importlib.util.find_spec("wordllama") is not None
 needs_wordllama = pytest.mark.skipif(
     not HAS_WORDLLAMA,
@@ -361,7 +361,7 @@ def test_wordllama_missing_names_the_extra(monkeypatch):
 # ------------------------------------------------------------------------- real data
 
 
-@pytest.mark.shared_data
+@pytest.mark.full_sweep
 @pytest.mark.parametrize("make", embedders())
 def test_exact_duplicates_in_a_real_conversation_score_one(make):
     data = find_data_dir(REPO)
