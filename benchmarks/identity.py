@@ -8,6 +8,10 @@ For every strategy (and the turn renderers on the agent runs) and every conversa
 messages are serialized exactly (role, content, name, ids, tool calls, metadata) and
 hashed with SHA-256; the trace (action and reason of every decision) is hashed apart.
 A restructuring that claims "no change of behaviour" must leave every hash equal.
+
+The script runs itself with ``PYTHONHASHSEED=0``: some scores sum floats over sets of
+words, whose order follows the process's hash seed, so a near-tie can fall either way
+from one process to the next; a fixed seed makes two runs comparable.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
+import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -62,7 +68,11 @@ def _run_strategy(
         )
     except ctxfold.BudgetError as exc:
         return {"error": type(exc).__name__}
-    trace = [(d.index, d.action, d.label, d.tokens_before, d.tokens_after) for d in result.trace]
+    label = [getattr(d, "label", d.reason) for d in result.trace]  # older Decisions: reason
+    trace = [
+        (d.index, d.action, lab, d.tokens_before, d.tokens_after)
+        for d, lab in zip(result.trace, label, strict=True)
+    ]
     return {"messages": _digest(_wire(list(result.messages))), "trace": _digest(trace)}
 
 
@@ -90,6 +100,11 @@ def outputs(data: Path, limit: int) -> Iterator[tuple[str, dict[str, str]]]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if os.environ.get("PYTHONHASHSEED") != "0":  # comparable runs: see the docstring
+        env = {**os.environ, "PYTHONHASHSEED": "0"}
+        return subprocess.run(
+            [sys.executable, __file__, *(argv or sys.argv[1:])], env=env
+        ).returncode
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("mode", choices=["record", "compare"])
     parser.add_argument("file", type=Path, help="the hashes file to write or compare with")

@@ -14,6 +14,7 @@ from functools import cache, lru_cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from ._state import on_clear
 from .exceptions import ConfigurationError, MissingDependencyError
 from .messages import Message
 
@@ -374,3 +375,6 @@ def _shared_counter(spec: str) -> TokenCounter:
     if spec in ("approx", "approximate"):
         return ApproxCounter()
     return TiktokenCounter(spec)
+
+
+on_clear(_shared_counter.cache_clear)  # the shared counters' count caches are memos

@@ -149,22 +149,21 @@ def round_heads(round_id: str, what: str) -> tuple[str, ...]:
     return (f"{tag}: {what}]", f"{tag}]") if what else (f"{tag}]",)
 
 
-def _mark(
-    strategy: Strategy,
-    settings: RoundSettings,
-    conv: Conversation,
-    out: list[Message],
-    trace: Sequence[Decision],
-    batch: Batch,
-) -> tuple[list[Message], str]:
-    """The round's output: a marker on every message the strategy rewrote, the round's
-    tag at the head of its note (or in a block after the leading system messages when
-    it wrote none) and the references of what the model no longer sees in full, in the
-    room left within ``reference_share`` of the budget. The batch gets every entry."""
-    messages, counter, budget = conv.messages, conv.counter, conv.budget
-    msg_ids = batch.add_all([message_record(m) for m in messages])
+class _Marked(NamedTuple):
+    """The strategy's output with markers on what it rewrote: where its note is (one
+    that can carry the round's tag), and which inputs were rewritten."""
+
+    messages: list[Message]
+    note_at: int | None
+    rewritten: list[int]
+
+
+def _add_markers(
+    conv: Conversation, out: list[Message], trace: Sequence[Decision], msg_ids: list[str]
+) -> _Marked:
+    """An ``[expand <id>]`` marker on every message the strategy rewrote."""
+    messages = conv.messages
     shown = [d for d in trace if d.tokens_after > 0]  # one per non-note output message
-    hidden = [d.index for d in trace if d.tokens_after == 0]
     inputs = {id(m) for m in messages}
     marked: list[Message] = []
     rewritten: list[int] = []
@@ -185,62 +184,106 @@ def _mark(
                 sep = " " if m.content else ""
                 m = replace(m, content=f"{m.content}{sep}{marker(msg_ids[d.index])}")
         marked.append(m)
+    return _Marked(marked, note_at, rewritten)
+
+
+def _place_round(
+    strategy: Strategy,
+    conv: Conversation,
+    marked: _Marked,
+    trace: Sequence[Decision],
+    round_id: str,
+) -> tuple[int, str, str, dict[str, Any]]:
+    """Where the round's line goes (the note's first line, or a new block after the
+    leading system messages), what it says, the body after it and the metadata; a block
+    is inserted into ``marked.messages`` as a placeholder."""
+    out = marked.messages
+    hidden = sum(1 for d in trace if d.tokens_after == 0)
+    if marked.note_at is not None:  # the note's first line names the round
+        note = out[marked.note_at]
+        meta = {**note.metadata[NOTE_KEY], "round": round_id}
+        what = str(meta["what"])
+        folded = sum(1 for d in trace if d.action == "summarized" or d.reason == FOLDED)
+        if hidden > folded:
+            what += f", {hidden - folded} more left out"
+        body = note.text.split("\n", 1)[1] if "\n" in note.text else ""
+        return marked.note_at, what, body, meta
+    inputs = {id(m) for m in conv.messages}
+    at = 0
+    while at < len(out) and id(out[at]) in inputs and out[at].role in strategy.pin_roles:
+        at += 1
+    what = f"{earlier(hidden)} left out" if hidden else ""
+    out.insert(at, Message("system", ""))
+    return at, what, "", {"kind": "references", "what": what, "round": round_id}
+
+
+def _references(
+    settings: RoundSettings,
+    conv: Conversation,
+    unseen: list[int],
+    shown: list[Message],
+    msg_ids: list[str],
+    allowance: int,
+) -> str:
+    """The references block of what the model no longer sees in full."""
+    messages = conv.messages
+    index = ReferenceIndex(max_references=settings.max_references)
+    for i in unseen:
+        index.add_messages([messages[i]], start=i)
+    users = [m.text for m in messages if m.role == "user"]
+    goal = " ".join(users[:1] + users[-1:])
+    index.score(goal=goal, recent=[m.text for m in shown[-4:]], now=len(messages) - 1)
+    return index.block(
+        max_tokens=allowance,
+        counter=conv.counter,
+        shown="\n".join(m.text for m in shown),
+        expand_ids={r.id: msg_ids[r.source] for r in index},
+    )
+
+
+def _mark(
+    strategy: Strategy,
+    settings: RoundSettings,
+    conv: Conversation,
+    out: list[Message],
+    trace: Sequence[Decision],
+    batch: Batch,
+) -> tuple[list[Message], str]:
+    """The round's output: a marker on every message the strategy rewrote, the round's
+    tag at the head of its note (or in a block after the leading system messages when
+    it wrote none) and the references of what the model no longer sees in full, in the
+    room left within ``reference_share`` of the budget. The batch gets every entry."""
+    counter, budget = conv.counter, conv.budget
+    msg_ids = batch.add_all([message_record(m) for m in conv.messages])
+    hidden = [d.index for d in trace if d.tokens_after == 0]
+    marked = _add_markers(conv, out, trace, msg_ids)
     round_id = batch.add(
         {
             "k": "round",
             "in": msg_ids,
-            "out": [m.fingerprint for j, m in enumerate(marked) if j != note_at],
+            "out": [m.fingerprint for j, m in enumerate(marked.messages) if j != marked.note_at],
             "hid": [msg_ids[i] for i in hidden],
         }
     )
-    if note_at is not None:  # the note's first line names the round
-        note = marked[note_at]
-        meta = {**note.metadata[NOTE_KEY], "round": round_id}
-        what = str(meta["what"])
-        folded = sum(1 for d in trace if d.action == "summarized" or d.reason == FOLDED)
-        if len(hidden) > folded:
-            what += f", {len(hidden) - folded} more left out"
-        body = note.text.split("\n", 1)[1] if "\n" in note.text else ""
-        role = note.role
-    else:  # a block after the leading system messages of the input
-        note_at = 0
-        while (
-            note_at < len(marked)
-            and id(marked[note_at]) in inputs
-            and marked[note_at].role in strategy.pin_roles
-        ):
-            note_at += 1
-        what = f"{earlier(len(hidden))} left out" if hidden else ""
-        meta = {"kind": "references", "what": what, "round": round_id}
-        marked.insert(note_at, Message("system", ""))
-        body, role = "", "system"
-    rest = counter.count_messages(marked[:note_at] + marked[note_at + 1 :])
+    at, what, body, meta = _place_round(strategy, conv, marked, trace, round_id)
+    final = marked.messages
+    role = final[at].role if marked.note_at is not None else "system"
+    rest = counter.count_messages(final[:at] + final[at + 1 :])
     for head in round_heads(round_id, what):  # the longest that fits
         carrier = Message(role, head + (f"\n{body}" if body else ""), metadata={NOTE_KEY: meta})
         if rest + counter.count_message(carrier) <= budget:
             break
-    marked[note_at] = carrier
+    final[at] = carrier
     # The references of what the model no longer sees in full, in the room left (a
     # strategy that lists identifiers itself has its own list: auto's note).
     room = budget - rest - counter.count_message(carrier) - 1
     allowance = min(settings.cap(budget) - counter.count_text(head), room)
-    unseen = sorted(set(hidden) | set(rewritten))
+    unseen = sorted(set(hidden) | set(marked.rewritten))
     if allowance >= _MIN_REFERENCES and unseen and not strategy.lists_identifiers:
-        index = ReferenceIndex(max_references=settings.max_references)
-        for i in unseen:
-            index.add_messages([messages[i]], start=i)
-        users = [m.text for m in messages if m.role == "user"]
-        goal = " ".join(users[:1] + users[-1:])
-        index.score(goal=goal, recent=[m.text for m in marked[-4:]], now=len(messages) - 1)
-        refs = index.block(
-            max_tokens=allowance,
-            counter=counter,
-            shown="\n".join(m.text for m in marked),
-            expand_ids={r.id: msg_ids[r.source] for r in index},
-        )
+        refs = _references(settings, conv, unseen, final, msg_ids, allowance)
         if refs:
-            marked[note_at] = replace(carrier, content=f"{carrier.text}\n{refs}")
-    return marked, round_id
+            final[at] = replace(carrier, content=f"{carrier.text}\n{refs}")
+    return final, round_id
 
 
 def _carries_head(m: Message) -> bool:

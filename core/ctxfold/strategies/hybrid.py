@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..contract import Compaction, Compressor, Conversation
+from ..contract import Compaction, Compressor, Conversation, Strategy
 from ..exceptions import BudgetError, ConfigurationError
 from ..messages import Message
 from ..result import NOTE_KEY, Decision
@@ -63,7 +63,7 @@ class HybridCompressor(BaseCompressor):
     @property
     def lists_identifiers(self) -> bool:  # type: ignore[override]
         """Whether a step lists the identifiers of what it folds (``auto`` does)."""
-        return any(getattr(step, "lists_identifiers", False) for step in self.steps)
+        return any(s.lists_identifiers for s in self.steps if isinstance(s, Strategy))
 
     def compact(self, conv: Conversation) -> Compaction:
         messages, tokens, budget, counter = conv.messages, conv.tokens, conv.budget, conv.counter
