@@ -59,45 +59,60 @@ def expand(
     missing: list[str] = []
     rounds = 0
     done: set[str] = set()  # rounds undone, or known to be missing
-    progress = True
-    while progress:  # the newest round first: an older one's output is inside it
-        progress = False
-        for pos, m in enumerate(msgs):
-            match = _round_of(m)
-            if not match or match.group(1) in done:
-                continue
-            rid = match.group(1)
-            record = load(st, [rid])[0]
-            if record is None or record.get("k") != "round":
-                done.add(rid)
-                missing.append(rid)
-                continue
-            originals = load(st, record["in"])
-            lost = [i for i, r in zip(record["in"], originals, strict=True) if r is None]
-            rest = msgs[:pos] + msgs[pos + 1 :]
-            spots = _subsequence(rest, record["out"])
-            if lost or spots is None:
-                if lost:
-                    done.add(rid)
-                    missing.extend(lost)
-                continue  # its output is folded into a newer round: that one first
-            first = spots[0] if spots else len(rest)
-            taken = set(spots)
-            restored = [message_from_record(r) for r in originals if r is not None]
-            msgs = (
-                [x for k, x in enumerate(rest[:first]) if k not in taken]
-                + restored
-                + [x for k, x in enumerate(rest) if k >= first and k not in taken]
-            )
-            done.add(rid)
-            rounds += 1
-            progress = True
-            break
+    while (undone := _undo_newest(st, msgs, done, missing)) is not None:
+        msgs = undone
+        rounds += 1
     for m in msgs:  # rounds whose output is not all here any more
         match = _round_of(m)
         if match and match.group(1) not in done:
             missing.append(match.group(1))
     return Expansion(tuple(msgs), rounds, tuple(dict.fromkeys(missing)))
+
+
+def _undo_newest(
+    store: VerbatimStore, msgs: list[Message], done: set[str], missing: list[str]
+) -> list[Message] | None:
+    """``msgs`` with one round undone: the newest one whose output is all here (a round
+    whose tag is part of another round's output is older: that one goes first); None
+    when no round can be undone. Rounds found missing go to ``done`` and ``missing``."""
+    found: list[tuple[int, str, dict[str, Any]]] = []
+    for pos, m in enumerate(msgs):
+        match = _round_of(m)
+        if not match or match.group(1) in done:
+            continue
+        rid = match.group(1)
+        record = load(store, [rid])[0]
+        if record is None or record.get("k") != "round":
+            done.add(rid)
+            missing.append(rid)
+            continue
+        found.append((pos, rid, record))
+    for pos, rid, record in found:
+        inside = msgs[pos].fingerprint
+        if any(inside in other["out"] for _, o, other in found if o != rid):
+            continue  # its tag is in a newer round's output: that one first
+        originals = load(store, record["in"])
+        lost = [i for i, r in zip(record["in"], originals, strict=True) if r is None]
+        if lost:
+            done.add(rid)
+            missing.extend(lost)
+            continue
+        rest = msgs[:pos] + msgs[pos + 1 :]
+        spots = _subsequence(rest, record["out"])
+        if spots is None:
+            continue  # its output is not all here (yet)
+        # The originals take the place of the round's output: its first message, or its
+        # tag when that comes first (a round whose output is only its note).
+        first = min(spots[0], pos) if spots else pos
+        taken = set(spots)
+        restored = [message_from_record(r) for r in originals if r is not None]
+        done.add(rid)
+        return (
+            [x for k, x in enumerate(rest[:first]) if k not in taken]
+            + restored
+            + [x for k, x in enumerate(rest) if k >= first and k not in taken]
+        )
+    return None
 
 
 def _round_of(m: Message) -> re.Match[str] | None:

@@ -18,6 +18,7 @@ back into the original.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
@@ -39,10 +40,11 @@ _MAX_TRIES = 5
 _SAMPLE_ID = "314159265358"  # for estimating what a round's head costs (any id costs that)
 _HEAD_SHARE = 50  # a note's full round line when it takes at most 1/50 of the free budget
 _NO_ROOM = (
-    "reversible: the round's tag and markers (about {reserve} tokens) do not fit "
-    "beside the pinned messages, so this result is not reversible; raise the budget to "
-    "make it so"
+    "reversible: what must be kept and the round's tag (which names the stored "
+    "originals) take {need} tokens, over the budget of {budget}; raise the budget, pass "
+    "reversible=False for a plain result, or overflow='best_effort'"
 )
+_log = logging.getLogger("ctxfold")
 
 
 @dataclass(frozen=True)
@@ -87,12 +89,10 @@ class RoundSettings:
 
 
 class Layered(NamedTuple):
-    """A reversible round's output; ``round_id`` is ``None`` when there was no room for
-    the round's tag (``warnings`` says so) and the output is the strategy's plain one."""
+    """A reversible round's output and the id it is stored under."""
 
     compaction: Compaction
-    warnings: tuple[str, ...]
-    round_id: str | None
+    round_id: str
 
 
 def _reserve(strategy: Strategy, settings: RoundSettings, conv: Conversation) -> int:
@@ -116,7 +116,10 @@ def compact_reversibly(strategy: Strategy, conv: Conversation, settings: RoundSe
     """Run ``strategy`` with room left for the round's tag, its markers and (unless the
     strategy lists identifiers itself) its references; mark what it wrote, add the tag
     and the references, and store every original; shrink and retry until the whole
-    fits the budget."""
+    fits the budget. Raises :class:`BudgetError` when even the round's tag cannot fit
+    beside what must be kept (a strategy with ``overflow="best_effort"`` gets the
+    reversible result over budget instead): a reversible round is never given up
+    silently."""
     store = get_store(settings.store)
     budget = conv.budget
     reserve = _reserve(strategy, settings, conv)
@@ -133,11 +136,21 @@ def compact_reversibly(strategy: Strategy, conv: Conversation, settings: RoundSe
         total = conv.counter.count_messages(final)
         if total <= budget or strategy.overflow == "best_effort":
             batch.commit()
-            return Layered(Compaction(final, done.trace, done.savings), (), round_id)
+            return Layered(Compaction(final, done.trace, done.savings), round_id)
         reserve += total - budget + 4
-    # Not even the round tag fits beside what must be kept: the plain result (which
-    # raises if that cannot fit either), said out loud.
-    return Layered(strategy.compact(conv), (_NO_ROOM.format(reserve=_MIN_BLOCK),), None)
+    # Not even the round's tag fits beside what the strategy must keep (its plain output
+    # raises BudgetError if that cannot fit either). Never a result that cannot be
+    # expanded: over budget with the tag when the strategy allows it, else an error.
+    done = strategy.compact(conv)
+    batch = Batch(store)
+    final, round_id = _mark(strategy, settings, conv, list(done.messages), done.trace, batch)
+    total = conv.counter.count_messages(final)
+    if total > budget and strategy.overflow != "best_effort":
+        raise BudgetError(_NO_ROOM.format(need=total, budget=budget), required=total, budget=budget)
+    if total > budget:
+        _log.warning(_NO_ROOM.format(need=total, budget=budget))
+    batch.commit()
+    return Layered(Compaction(final, done.trace, done.savings), round_id)
 
 
 def round_heads(round_id: str, what: str) -> tuple[str, ...]:

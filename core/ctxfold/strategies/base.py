@@ -257,7 +257,6 @@ class BaseCompressor(ABC):
         cnt = get_counter(counter)
         grouping = group_units(msgs)
         before = cnt.count_messages(msgs)
-        notes: tuple[str, ...] = ()
         round_id: str | None = None
         emit(
             "compaction_started",
@@ -279,8 +278,7 @@ class BaseCompressor(ABC):
             else:
                 conv = Conversation.of(msgs, budget=budget, counter=cnt, grouping=grouping)
                 if self.reversible if reversible is None else reversible:
-                    layered = compact_reversibly(self, conv, self.rounds)
-                    done, notes, round_id = layered.compaction, layered.warnings, layered.round_id
+                    done, round_id = compact_reversibly(self, conv, self.rounds)
                 else:
                     done = Compaction(*self.compact(conv))
         out = done.messages
@@ -301,7 +299,7 @@ class BaseCompressor(ABC):
             stats=stats,
             trace=tuple(done.trace),
             strategy=self.name,
-            warnings=grouping.warnings() + notes,
+            warnings=grouping.warnings(),
             round_id=round_id,
         )
         _log(result)
