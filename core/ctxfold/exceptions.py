@@ -12,6 +12,7 @@ from the built-in that callers already catch, so ``except ValueError`` keeps wor
     ├── CacheError (RuntimeError)          a cache backend cannot be reached or used
     ├── CacheEntryError (TypeError)        a cache key or value has the wrong type
     ├── ExpandError (LookupError)          an id the verbatim store does not hold
+    │   └── CorruptRecordError             a stored record does not match its id
     └── SummarizerError (RuntimeError)     the summarizer failed or returned no text
 
 Messages say what went wrong and what to do about it.
@@ -24,6 +25,7 @@ __all__ = [
     "CacheEntryError",
     "CacheError",
     "ConfigurationError",
+    "CorruptRecordError",
     "CtxfoldError",
     "ExpandError",
     "InvalidMessageError",
@@ -101,6 +103,16 @@ class CacheEntryError(CtxfoldError, TypeError):
 class ExpandError(CtxfoldError, LookupError):
     """An ``[expand <id>]`` id the verbatim store does not hold (another store, or an
     entry that was never written); the message names the ids."""
+
+
+class CorruptRecordError(ExpandError):
+    """A record in the verbatim store is not what was written under its id (altered,
+    truncated, or not JSON): nothing is given back as if it were the original. ``ids``
+    names the records."""
+
+    def __init__(self, message: str, *, ids: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.ids = ids
 
 
 class SummarizerError(CtxfoldError, RuntimeError):

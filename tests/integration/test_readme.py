@@ -19,7 +19,7 @@ def test_the_readme_has_its_examples():
 @pytest.mark.parametrize("k", range(len(BLOCKS)))
 def test_a_readme_example_runs(k, tmp_path, monkeypatch):
     monkeypatch.chdir(REPO)
-    code = BLOCKS[k].replace("sqlite:///var/lib/app/ctxfold.db", f"sqlite:///{tmp_path}/c.db")
+    code = BLOCKS[k].replace("sqlite:////var/lib/app/ctxfold.db", f"sqlite:///{tmp_path}/c.db")
     config = tmp_path / "ctxfold.toml"
     config.write_text('[ctxfold]\nstrategy = "hierarchical"\n')
     code = code.replace('"ctxfold.toml"', repr(str(config)))

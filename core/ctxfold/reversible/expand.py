@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..exceptions import ExpandError
+from ..exceptions import CorruptRecordError, ExpandError
 from ..messages import Message, as_messages, to_openai, transcript
 from ..result import CompressionResult
 from ..storage.store import VerbatimStore, get_store
@@ -21,17 +21,20 @@ _ROUND = re.compile(r"\[ctxfold round ([0-9a-f]{10,64})[:\]]")
 
 @dataclass(frozen=True)
 class Expansion:
-    """What :func:`expand` rebuilt: the ``messages``, how many ``rounds`` it undid,
-    and the ids it could not find (``missing``; empty when the rebuild is complete)."""
+    """What :func:`expand` rebuilt: the ``messages``, how many ``rounds`` it undid, the
+    ids it could not find (``missing``) and those whose record is not what was written
+    under them (``corrupt``: altered or unreadable, never given back as the original).
+    Both are empty when the rebuild is complete."""
 
     messages: tuple[Message, ...]
     rounds: int
     missing: tuple[str, ...] = ()
+    corrupt: tuple[str, ...] = ()
 
     @property
     def complete(self) -> bool:
-        """Whether every id was found."""
-        return not self.missing
+        """Whether every id was found, intact."""
+        return not self.missing and not self.corrupt
 
     def to_openai(self) -> list[dict[str, Any]]:
         """The rebuilt messages as OpenAI dicts."""
@@ -57,45 +60,56 @@ def expand(
         return _expand_id(st, target.strip())
     msgs = list(target.messages) if isinstance(target, CompressionResult) else as_messages(target)
     missing: list[str] = []
+    corrupt: list[str] = []
     rounds = 0
     done: set[str] = set()  # rounds undone, or known to be missing
-    while (undone := _undo_newest(st, msgs, done, missing)) is not None:
+    while (undone := _undo_newest(st, msgs, done, missing, corrupt)) is not None:
         msgs = undone
         rounds += 1
     for m in msgs:  # rounds whose output is not all here any more
         match = _round_of(m)
         if match and match.group(1) not in done:
             missing.append(match.group(1))
-    return Expansion(tuple(msgs), rounds, tuple(dict.fromkeys(missing)))
+    return Expansion(
+        tuple(msgs), rounds, tuple(dict.fromkeys(missing)), tuple(dict.fromkeys(corrupt))
+    )
 
 
 def _undo_newest(
-    store: VerbatimStore, msgs: list[Message], done: set[str], missing: list[str]
+    store: VerbatimStore,
+    msgs: list[Message],
+    done: set[str],
+    missing: list[str],
+    corrupt: list[str],
 ) -> list[Message] | None:
     """``msgs`` with one round undone: the newest one whose output is all here (a round
     whose tag is part of another round's output is older: that one goes first); None
-    when no round can be undone. Rounds found missing go to ``done`` and ``missing``."""
+    when no round can be undone. Rounds found missing go to ``done`` and ``missing``
+    (or ``corrupt``)."""
     found: list[tuple[int, str, dict[str, Any]]] = []
     for pos, m in enumerate(msgs):
         match = _round_of(m)
         if not match or match.group(1) in done:
             continue
         rid = match.group(1)
-        record = load(store, [rid])[0]
+        read = load(store, [rid])
+        record = read.records[0]
         if record is None or record.get("k") != "round":
             done.add(rid)
-            missing.append(rid)
+            (corrupt if read.corrupt or record is not None else missing).append(rid)
             continue
         found.append((pos, rid, record))
     for pos, rid, record in found:
         inside = msgs[pos].fingerprint
         if any(inside in other["out"] for _, o, other in found if o != rid):
             continue  # its tag is in a newer round's output: that one first
-        originals = load(store, record["in"])
+        read = load(store, record["in"])
+        originals = read.records
         lost = [i for i, r in zip(record["in"], originals, strict=True) if r is None]
         if lost:
             done.add(rid)
-            missing.extend(lost)
+            corrupt.extend(read.corrupt)
+            missing.extend(i for i in lost if i not in read.corrupt)
             continue
         rest = msgs[:pos] + msgs[pos + 1 :]
         spots = _subsequence(rest, record["out"])
@@ -136,7 +150,9 @@ def _subsequence(msgs: Sequence[Message], ids: Sequence[str]) -> list[int] | Non
 
 def _expand_id(store: VerbatimStore, entry_id: str) -> str:
     entry_id = entry_id.removeprefix("[expand ").removesuffix("]").strip()
-    record = load(store, [entry_id])[0]
+    read = load(store, [entry_id])
+    _refuse_corrupt(read.corrupt)
+    record = read.records[0]
     if record is None:
         raise ExpandError(
             f"nothing is stored under {entry_id!r}; use an id from an [expand <id>] marker "
@@ -145,11 +161,23 @@ def _expand_id(store: VerbatimStore, entry_id: str) -> str:
     if record.get("k") == "msg":
         return transcript([message_from_record(record)])
     ids = record.get("hid") or []  # a round: what its output no longer shows
-    rows = load(store, ids)
+    read = load(store, ids)
+    _refuse_corrupt(read.corrupt)
+    rows = read.records
     absent = [i for i, r in zip(ids, rows, strict=True) if r is None]
     if absent:
         raise ExpandError(f"{entry_id!r} refers to ids the store lacks: {', '.join(absent)}")
     return transcript([message_from_record(r) for r in rows if r is not None])
+
+
+def _refuse_corrupt(ids: list[str]) -> None:
+    if ids:
+        raise CorruptRecordError(
+            f"the store's record under {', '.join(ids)} is not what was written there "
+            "(altered or unreadable), so it is not given back; restore the store from a "
+            "backup, or compress the original history again",
+            ids=tuple(ids),
+        )
 
 
 #: Another name for :func:`expand`.

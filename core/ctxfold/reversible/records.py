@@ -6,12 +6,21 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..messages import ContentPart, Message, ToolCall
 from ..storage.store import VerbatimStore
 
-__all__ = ["Batch", "entry_id", "load", "marker", "message_from_record", "message_record"]
+__all__ = [
+    "Batch",
+    "Read",
+    "entry_id",
+    "load",
+    "marker",
+    "matches",
+    "message_from_record",
+    "message_record",
+]
 
 _ID_LENGTHS = (12, 24, 64)  # digits; a longer id only when a shorter one holds other content
 
@@ -112,6 +121,36 @@ class Batch:
         self.store.put_many(self.entries)
 
 
-def load(store: VerbatimStore, ids: Sequence[str]) -> list[dict[str, Any] | None]:
-    """The records stored under ``ids`` (``None`` where the store lacks one)."""
-    return [None if v is None else json.loads(v) for v in store.get_many(list(ids))]
+def matches(entry: str, data: bytes) -> bool:
+    """Whether ``data`` is what an id derived from content names: the id is computed
+    again from the bytes (decimal ids; the hex prefixes of older versions too)."""
+    digest = hashlib.sha256(data).digest()
+    if entry.isdigit():
+        return entry_id(digest, len(entry)) == entry
+    return digest.hex().startswith(entry.lower())
+
+
+class Read(NamedTuple):
+    """Records read back: ``records`` holds ``None`` where the store lacks the id or
+    its record is corrupt (listed in ``corrupt``: not what its id names, or not JSON)."""
+
+    records: list[dict[str, Any] | None]
+    corrupt: list[str]
+
+
+def load(store: VerbatimStore, ids: Sequence[str]) -> Read:
+    """The records stored under ``ids``, each checked against its id."""
+    records: list[dict[str, Any] | None] = []
+    corrupt: list[str] = []
+    for entry, value in zip(ids, store.get_many(list(ids)), strict=True):
+        record: Any = None
+        if value is not None:
+            try:
+                record = json.loads(value) if matches(entry, value) else None
+            except ValueError:  # not JSON (a UnicodeDecodeError is one too)
+                record = None
+            if not isinstance(record, dict):
+                corrupt.append(entry)
+                record = None
+        records.append(record)
+    return Read(records, corrupt)

@@ -679,8 +679,8 @@ class Cache(Closing):
 
 
 _SPEC_FORMS = (
-    "None (the shared in-memory cache), 'memory', 'sqlite:///abs/path.db', "
-    "'sqlite:relative.db', a path ending in .db/.sqlite/.sqlite3, 'redis://host:port/db' "
+    "None (the shared in-memory cache), 'memory', 'sqlite:////abs/path.db', "
+    "'sqlite:///relative.db', a path ending in .db/.sqlite/.sqlite3, 'redis://host:port/db' "
     "(or rediss://), a Cache, or a CacheBackend"
 )
 
@@ -689,7 +689,8 @@ def get_cache(spec: Cache | CacheBackend | str | os.PathLike[str] | None = None)
     """Resolve a cache spec to a :class:`Cache`.
 
     ``None`` gives the one in-memory cache this process shares; ``"memory"`` a new
-    in-memory cache; ``"sqlite:///abs/path.db"``, ``"sqlite:relative.db"`` or a path
+    in-memory cache; ``"sqlite:////abs/path.db"`` (four slashes),
+    ``"sqlite:///relative.db"`` (three) or a path
     ending in ``.db`` / ``.sqlite`` / ``.sqlite3`` a SQLite cache; ``"redis://..."``
     (or ``rediss://``) a Redis cache; a :class:`Cache` is returned as is and a
     :class:`CacheBackend` is wrapped in one.
@@ -710,8 +711,8 @@ def get_cache(spec: Cache | CacheBackend | str | os.PathLike[str] | None = None)
             return Cache(RedisBackend(parsed.target))
         if not parsed.target:
             raise ConfigurationError(
-                f"cache spec {spec!r} names no file; use 'sqlite:///abs/path.db' or "
-                "'sqlite:relative.db'"
+                f"cache spec {spec!r} names no file; use 'sqlite:////abs/path.db' or "
+                "'sqlite:///relative.db'"
             )
         return Cache(SQLiteBackend(parsed.target))
     if isinstance(spec, CacheBackend):

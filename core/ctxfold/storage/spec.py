@@ -1,7 +1,12 @@
-"""The one reading of a storage spec, shared by caches and verbatim stores:
-``"memory"``, ``"sqlite:///abs/path.db"`` / ``"sqlite:relative.db"`` / a path ending in
-``.db``, ``.sqlite`` or ``.sqlite3``, or a Redis URL (``redis://``, ``rediss://``,
-``unix://``)."""
+"""The one reading of a storage spec, shared by caches and verbatim stores.
+
+- ``"memory"``;
+- SQLite as SQLAlchemy writes it: ``"sqlite:///relative/path.db"`` (three slashes: a
+  path relative to the working directory), ``"sqlite:////abs/path.db"`` (four: an
+  absolute path), ``"sqlite:///:memory:"`` (in memory); also ``"sqlite:relative.db"``
+  and any path ending in ``.db``, ``.sqlite`` or ``.sqlite3``;
+- a Redis URL (``redis://``, ``rediss://``, ``unix://``).
+"""
 
 from __future__ import annotations
 
@@ -32,7 +37,9 @@ class Spec:
 
 
 def parse_spec(spec: str) -> Spec | None:
-    """What ``spec`` names, or ``None`` for a string of no known form."""
+    """What ``spec`` names, or ``None`` for a string of no known form
+    (``sqlite:///x.db`` is ``x.db`` in the working directory, ``sqlite:////x.db`` is
+    ``/x.db``, ``sqlite:///:memory:`` is memory)."""
     text = spec.strip()
     low = text.lower()
     if low == "memory":
@@ -40,9 +47,13 @@ def parse_spec(spec: str) -> Spec | None:
     if low.startswith(_REDIS_SCHEMES):
         return Spec(Kind.REDIS, text)
     if low.startswith("sqlite:"):
-        return Spec(
-            Kind.SQLITE, text[len("sqlite://") :] if low.startswith("sqlite://") else text[7:]
-        )
+        path = text[len("sqlite:") :]
+        if path.startswith("//"):  # sqlite://<host>/<path>: no host, then the path
+            path = path[2:]
+            path = path[1:] if path.startswith("/") else path
+        if path == ":memory:":
+            return Spec(Kind.MEMORY)
+        return Spec(Kind.SQLITE, path)
     if low.endswith(_SQLITE_SUFFIXES) and "://" not in text:
         return Spec(Kind.SQLITE, text)
     return None

@@ -144,13 +144,30 @@ class SQLiteStore(SQLiteFile):
     def __init__(self, path: str | os.PathLike[str], *, table: str = "ctxfold_store") -> None:
         self.path, self.table = check_sqlite_file(path, table, "store")
         self._lock = threading.Lock()
+        exists = self.path != ":memory:" and os.path.exists(self.path)
+        #: Whether the file can only be read (``expand`` works; writing raises).
+        self.read_only = exists and not os.access(self.path, os.W_OK)
+        self._conn: sqlite3.Connection | None = self._open(exists)
+
+    def _open(self, exists: bool) -> sqlite3.Connection:
+        """Connect; create the table only when it is missing, so opening an existing
+        store writes nothing (a read-only file opens, a writer elsewhere is no hurdle)."""
+        target = f"file:{self.path}?mode=ro" if self.read_only else self.path
         try:
             conn = sqlite3.connect(
-                self.path, timeout=30.0, check_same_thread=False, isolation_level=None
+                target,
+                timeout=30.0,
+                check_same_thread=False,
+                isolation_level=None,
+                uri=self.read_only,
             )
         except sqlite3.Error as exc:
             raise ConfigurationError(f"cannot open the SQLite store {self.path!r}: {exc}") from None
         try:
+            if exists and self._has_table(conn):
+                return conn
+            if self.read_only:
+                raise sqlite3.OperationalError(f"no table {self.table} in a read-only file")
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             with immediate(conn):
@@ -161,10 +178,15 @@ class SQLiteStore(SQLiteFile):
         except sqlite3.Error as exc:
             conn.close()
             raise ConfigurationError(
-                f"cannot use {self.path!r} as a SQLite store: {exc}; give a new file or "
-                "one this store created"
+                f"cannot use {self.path!r} as a SQLite store: {_why(exc)}"
             ) from None
-        self._conn: sqlite3.Connection | None = conn
+        return conn
+
+    def _has_table(self, conn: sqlite3.Connection) -> bool:
+        row = conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (self.table,)
+        ).fetchone()
+        return row is not None
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
@@ -186,8 +208,8 @@ class SQLiteStore(SQLiteFile):
                     )
             except sqlite3.Error as exc:
                 raise CacheError(
-                    f"the SQLite store {self.path!r} failed: {exc}; nothing of this batch "
-                    "was written; check that the file is writable and the disk not full"
+                    f"the SQLite store {self.path!r} failed: {_why(exc)}; nothing of this "
+                    "batch was written"
                 ) from None
 
     def get_many(self, ids: Sequence[str]) -> list[bytes | None]:
@@ -205,11 +227,26 @@ class SQLiteStore(SQLiteFile):
                     )
                     found.update((k, bytes(v)) for k, v in rows)
             except sqlite3.Error as exc:
-                raise CacheError(f"the SQLite store {self.path!r} failed: {exc}") from None
+                raise CacheError(f"the SQLite store {self.path!r} failed: {_why(exc)}") from None
         return [found.get(i) for i in ids]
 
     def __repr__(self) -> str:
         return f"SQLiteStore({self.path!r}, table={self.table!r})"
+
+
+def _why(exc: sqlite3.Error) -> str:
+    """What went wrong with a SQLite file, and what to do about it."""
+    text = str(exc)
+    if "locked" in text or "busy" in text:
+        return (
+            f"{text}: another process holds the file's write lock (waited 30 s); retry "
+            "when it is done, or give each writer its own file"
+        )
+    if "readonly" in text or "read-only" in text:
+        return f"{text}: the file (or its folder) is read-only; it can be read, not written"
+    if "not a database" in text or "malformed" in text:
+        return f"{text}: the file is not a SQLite store; give a new file or one a store created"
+    return f"{text}; check that the file is writable and the disk not full"
 
 
 class RedisStore(Closing):
@@ -282,18 +319,24 @@ class RedisStore(Closing):
 
 
 _FORMS = (
-    "None (the process's memory store), 'memory', 'sqlite:///path.db' (or a path "
-    "ending in .db), 'redis://host:6379/0', or an object with put_many and get_many"
+    "None or 'memory' (the process's memory store), 'sqlite:///relative.db', "
+    "'sqlite:////abs/path.db' (or a path ending in .db), 'redis://host:6379/0', or an "
+    "object with put_many and get_many"
 )
 
 
+def _shared_memory_store() -> MemoryStore:
+    return default("store", lambda: MemoryStore(max_bytes=DEFAULT_MAX_BYTES))
+
+
 def get_store(spec: VerbatimStore | str | os.PathLike[str] | None = None) -> VerbatimStore:
-    """Resolve a store spec: ``None`` (one shared in-memory store per process, holding
-    at most :data:`DEFAULT_MAX_BYTES`),
-    ``"memory"`` (a new one), ``"sqlite:///path.db"`` / a ``.db`` path, a Redis URL,
-    or any :class:`VerbatimStore`."""
+    """Resolve a store spec: ``None``, ``"memory"`` or ``"sqlite:///:memory:"`` (the one
+    in-memory store this process shares, holding at most :data:`DEFAULT_MAX_BYTES`: a
+    new one per call could expand nothing), ``"sqlite:///relative.db"`` /
+    ``"sqlite:////abs/path.db"`` / a ``.db`` path, a Redis URL, or any
+    :class:`VerbatimStore` (``MemoryStore()`` for a private one)."""
     if spec is None:
-        return default("store", lambda: MemoryStore(max_bytes=DEFAULT_MAX_BYTES))
+        return _shared_memory_store()
     if isinstance(spec, os.PathLike):
         spec = os.fspath(spec)
     if isinstance(spec, str):
@@ -301,7 +344,7 @@ def get_store(spec: VerbatimStore | str | os.PathLike[str] | None = None) -> Ver
         if parsed is None:
             raise ConfigurationError(f"unknown store spec {spec!r}; use {_FORMS}")
         if parsed.kind is Kind.MEMORY:
-            return MemoryStore()
+            return _shared_memory_store()
         if parsed.kind is Kind.REDIS:
             return RedisStore(parsed.target)
         if not parsed.target:

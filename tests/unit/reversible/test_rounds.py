@@ -317,24 +317,24 @@ def test_ids_are_digits_so_a_tag_or_marker_costs_the_same_tokens_every_time():
 
 
 def test_a_store_written_with_hex_ids_still_expands():
+    import hashlib
+
     from ctxfold.reversible.records import encode, message_record
+
+    def hex_id(data: bytes) -> str:  # how versions before the decimal ids named entries
+        return hashlib.sha256(data).hexdigest()[:10]
 
     store = MemoryStore()
     task, output = Message("user", "fix it"), Message("assistant", "the full answer")
-    round_record = {"k": "round", "in": ["aaaa000001", "aaaa000002"], "out": [], "hid": []}
-    round_record["out"] = [task.fingerprint]
-    round_record["hid"] = ["aaaa000002"]
-    store.put_many(
-        {
-            "aaaa000001": encode(message_record(task)),
-            "aaaa000002": encode(message_record(output)),
-            "bbbb00000f": encode(round_record),
-        }
-    )
-    folded = [task, Message("assistant", "[ctxfold round bbbb00000f: 1 earlier message]")]
-    back = ctxfold.expand(folded, store=store)
+    entries = {hex_id(d): d for d in (encode(message_record(task)), encode(message_record(output)))}
+    ids = list(entries)
+    round_data = encode({"k": "round", "in": ids, "out": [task.fingerprint], "hid": ids[1:]})
+    entries[hex_id(round_data)] = round_data
+    store.put_many(entries)
+    tag = f"[ctxfold round {hex_id(round_data)}: 1 earlier message]"
+    back = ctxfold.expand([task, Message("assistant", tag)], store=store)
     assert back.complete and back.rounds == 1 and list(back.messages) == [task, output]
-    assert "the full answer" in ctxfold.expand("[expand aaaa000002]", store=store)
+    assert "the full answer" in ctxfold.expand(f"[expand {ids[1]}]", store=store)
 
 
 @pytest.mark.parametrize(

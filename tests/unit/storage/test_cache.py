@@ -579,7 +579,7 @@ def test_get_cache_passes_caches_and_wraps_backends() -> None:
 
 def test_get_cache_sqlite_forms(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     absolute = tmp_path / "abs.db"
-    cache = get_cache(f"sqlite://{absolute}")  # sqlite:///abs/path.db
+    cache = get_cache(f"sqlite:///{absolute}")  # sqlite:////abs/path.db
     assert isinstance(cache.backend, SQLiteBackend)
     assert cache.backend.path == str(absolute)
     cache.set("k", b"v")
@@ -610,7 +610,7 @@ def test_get_cache_redis(redis_url: str) -> None:
 
 def test_get_cache_rejects_other_specs() -> None:
     for bad in ("mongodb://x", "nonsense", "cache.txt", "sqlite:", 42, object()):
-        with pytest.raises(ConfigurationError, match=r"sqlite:///abs/path\.db") as info:
+        with pytest.raises(ConfigurationError, match=r"sqlite:////abs/path\.db") as info:
             get_cache(bad)  # type: ignore[arg-type]
         assert isinstance(info.value, ValueError)
 

@@ -1,0 +1,125 @@
+"""The verbatim store: what is read back is what was written, or an error says it is
+not; an existing SQLite store opens without writing (read-only files, busy writers)."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+import ctxfold
+from ctxfold import MemoryStore, SQLiteStore
+from ctxfold.exceptions import CacheError, CorruptRecordError
+
+TASK = [
+    {"role": "system", "content": "You are a coding agent."},
+    {"role": "user", "content": "Fix the failing parser test in pkg/server/handler.go " * 6},
+    {"role": "assistant", "content": "I will read pkg/server/handler.go first. " * 5},
+    {"role": "user", "content": "Also check the retry logic in src/app/client.py"},
+]
+
+
+def compressed(store):
+    result = ctxfold.compress(TASK, budget=60, reversible=True, store=store)
+    assert result.round_id and ctxfold.expand(result, store=store).complete
+    return result
+
+
+def test_an_altered_record_is_reported_corrupt_never_given_back_as_the_original():
+    store = MemoryStore()
+    result = compressed(store)
+    record = ctxfold.expand(result.round_id, store=store)  # the round's hidden text
+    assert "handler.go" in record
+    # alter one stored message: same id, other bytes
+    victim = next(k for k, v in store._data.items() if b"handler.go" in v and b'"msg"' in v)
+    store._data[victim] = store._data[victim].replace(b"handler.go", b"handler.py")
+    back = ctxfold.expand(result, store=store)
+    assert not back.complete and back.corrupt == (victim,)
+    with pytest.raises(CorruptRecordError, match=victim) as caught:
+        ctxfold.expand(f"[expand {victim}]", store=store)
+    assert caught.value.ids == (victim,)
+
+
+def test_a_record_that_is_not_json_is_corrupt_too():
+    store = MemoryStore()
+    result = compressed(store)
+    store._data[result.round_id] = b"\xff\xfe not json"
+    back = ctxfold.expand(result, store=store)
+    assert back.corrupt == (result.round_id,) and not back.complete
+    with pytest.raises(CorruptRecordError):
+        ctxfold.expand(result.round_id, store=store)
+
+
+def test_a_read_only_sqlite_store_can_be_expanded(tmp_path, monkeypatch):
+    path = tmp_path / "originals.db"
+    with SQLiteStore(path) as store:
+        result = compressed(store)
+    # as a user without write permission sees it (root ignores file modes, so the
+    # check itself is what the test controls)
+    monkeypatch.setattr("ctxfold.storage.store.os.access", lambda p, mode: False)
+    with SQLiteStore(path) as store:
+        assert store.read_only
+        back = ctxfold.expand(result, store=store)
+        assert back.complete and back.to_openai() == TASK
+        with pytest.raises(CacheError, match="read-only"):
+            store.put_many({"123": b"x"})
+
+
+def test_opening_an_existing_store_waits_for_no_writer(tmp_path):
+    path = tmp_path / "originals.db"
+    with SQLiteStore(path) as store:
+        result = compressed(store)
+    writer = sqlite3.connect(path, isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")  # another process in the middle of a write
+    try:
+        with SQLiteStore(path) as store:
+            assert ctxfold.expand(result, store=store).complete
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+
+
+def test_a_locked_store_says_so(tmp_path):
+    path = tmp_path / "originals.db"
+    SQLiteStore(path).close()
+    writer = sqlite3.connect(path, isolation_level=None)
+    writer.execute("BEGIN EXCLUSIVE")
+    store = SQLiteStore(path)
+    store._conn.execute("PRAGMA busy_timeout = 50")  # do not wait 30 s in a test
+    try:
+        with pytest.raises(CacheError, match="another process holds the file's write lock"):
+            store.put_many({"123": b"x"})
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+        store.close()
+
+
+def test_store_specs_follow_the_sqlalchemy_convention(tmp_path, monkeypatch):
+    from ctxfold.storage import get_store, sqlite_path
+
+    monkeypatch.chdir(tmp_path)
+    relative = get_store("sqlite:///originals.db")  # three slashes: relative
+    assert isinstance(relative, SQLiteStore) and relative.path == "originals.db"
+    relative.close()
+    assert (tmp_path / "originals.db").exists()
+    absolute = tmp_path / "abs" / "originals.db"
+    absolute.parent.mkdir()
+    store = get_store(f"sqlite:///{absolute}")  # four slashes: absolute
+    assert isinstance(store, SQLiteStore) and store.path == str(absolute)
+    store.close()
+    assert sqlite_path("sqlite:////var/x.db") == "/var/x.db"
+    assert sqlite_path("sqlite:///x.db") == "x.db" and sqlite_path("sqlite:x.db") == "x.db"
+    assert sqlite_path("sqlite://") == "" and sqlite_path("redis://h:1/0") is None
+    assert not (tmp_path / ":memory:").exists()
+
+
+def test_memory_specs_name_the_one_store_that_can_expand_later():
+    from ctxfold.storage import get_store
+
+    shared = get_store(None)
+    assert get_store("memory") is shared and get_store("sqlite:///:memory:") is shared
+    history = [*TASK, {"role": "assistant", "content": "Checked. " * 30}]
+    result = ctxfold.compress(history, budget=60, store="memory")
+    assert ctxfold.expand(result, store="memory").to_openai() == history
+    assert ctxfold.expand(result).complete  # the default store is the same one
