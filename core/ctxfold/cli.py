@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from ._json import TooDeepError
+from ._json import loads as json_loads
 from .exceptions import BudgetError, CtxfoldError, InvalidMessageError
 from .messages import Message, from_openai, to_openai
 from .rendering import normalize_renderer
@@ -62,14 +64,18 @@ def _read_text(path: str) -> str:
 def _parse(path: str, text: str) -> tuple[list[Any], bool]:
     """Return the JSON values in the file and whether it was JSONL."""
     try:
-        return [json.loads(text)], False
+        return [json_loads(text)], False
+    except TooDeepError as exc:
+        raise CliError(f"{path}: {exc}; ctxfold reads no deeper JSON") from None
     except json.JSONDecodeError as whole:
         values: list[Any] = []
         for n, line in enumerate(text.splitlines(), 1):
             if not line.strip():
                 continue
             try:
-                values.append(json.loads(line))
+                values.append(json_loads(line))
+            except TooDeepError as exc:
+                raise CliError(f"{path}, line {n}: {exc}; ctxfold reads no deeper JSON") from None
             except json.JSONDecodeError as exc:
                 err = whole if n == 1 else exc
                 where = f"line {err.lineno if n == 1 else n}, column {err.colno}"

@@ -11,6 +11,7 @@ from functools import cached_property
 from types import MappingProxyType
 from typing import Any
 
+from ._json import loads as json_loads
 from .exceptions import InvalidMessageError
 
 __all__ = [
@@ -478,7 +479,7 @@ def _joins(prev: tuple[str, Any, Any], key: Any, m: Message) -> bool:
 
 def _loads_args(call: ToolCall) -> Any:
     try:
-        return json.loads(call.arguments)
+        return json_loads(call.arguments)
     except ValueError:
         raise InvalidMessageError(
             f"tool call {call.id!r} has arguments that are not JSON; Anthropic's "

@@ -40,6 +40,7 @@ __all__ = [
     "cosine_matrix",
     "embed",
     "get_embedder",
+    "leader_clusters",
 ]
 
 #: Bumped when an embedder's algorithm changes, so cached vectors are not reused.
@@ -125,6 +126,58 @@ def cosine_matrix(vectors: npt.ArrayLike) -> npt.NDArray[np.float32]:
 
 
 # ---------------------------------------------------------------------------- TF-IDF
+
+
+#: Similarities computed at once at most (a block of rows against the leaders so far):
+#: 16M float32 values, 64 MB, whatever the number of texts.
+_BLOCK_VALUES = 1 << 24
+
+
+def leader_clusters(vectors: npt.ArrayLike, threshold: float) -> list[list[int]]:
+    """Group rows by leader: each row joins the most similar earlier leader whose
+    cosine similarity reaches ``threshold`` (the newest such leader on a tie), or
+    becomes a leader itself. Returns every group (leader first, in row order).
+
+    The similarities are computed a block of rows at a time against the leaders so
+    far, never as an ``n x n`` matrix: memory grows with ``n``, not ``n**2``.
+    """
+    np = _import_numpy()
+    v = np.asarray(vectors)
+    if v.ndim != 2:
+        raise ConfigurationError(
+            f"vectors must be a 2-D array (one row per text), got shape {v.shape}; "
+            "check that the embedder's embed() returns one row per text"
+        )
+    unit = normalize_rows(v)
+    n = unit.shape[0]
+    leaders: list[int] = []
+    groups: dict[int, list[int]] = {}
+    start = 0
+    while start < n:
+        size = max(1, min(1024, _BLOCK_VALUES // max(len(leaders) + 1024, 1)))
+        stop = min(n, start + size)
+        block = unit[start:stop]
+        before = len(leaders)
+        earlier = np.clip(block @ unit[leaders].T, -1.0, 1.0) if before else None
+        inside = np.clip(block @ block.T, -1.0, 1.0)
+        new: list[int] = []  # leaders found in this block, by position in it
+        for r in range(stop - start):
+            row = earlier[r] if earlier is not None else np.empty(0, dtype=block.dtype)
+            if new:
+                row = np.concatenate([row, inside[r, new]])
+            if not len(row):
+                j = -1
+            else:
+                back = row[::-1]  # newest leader first: it wins a tie
+                j = len(row) - 1 - int(back.argmax())
+            if j < 0 or row[j] < threshold:
+                leaders.append(start + r)
+                groups[start + r] = [start + r]
+                new.append(r)
+            else:
+                groups[leaders[j]].append(start + r)
+        start = stop
+    return list(groups.values())
 
 
 def _is_int(value: object, minimum: int) -> bool:

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from .._json import loads as json_loads
 from .._registry import Registry
 from .._state import on_clear
 from ..exceptions import ConfigurationError
@@ -551,7 +551,7 @@ def _tool_call_findings(m: Message) -> Iterator[tuple[str, str, str, str]]:
     for call in m.tool_calls:
         args = call.arguments
         try:
-            parsed = json.loads(args)
+            parsed = json_loads(args)
         except ValueError:
             parsed = None
         if isinstance(parsed, dict):

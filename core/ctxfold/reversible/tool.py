@@ -12,10 +12,10 @@ call into the tool-result message; ``langchain_ctx.expand_tool`` and
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Mapping
 from typing import Any
 
+from .._json import loads as json_loads
 from ..contract import CounterSpec
 from ..exceptions import ConfigurationError, ExpandError
 from ..messages import Message, ToolCall
@@ -148,7 +148,7 @@ class ExpandTool:
             function = call.get("function", {})
             call_id, arguments = call.get("id"), function.get("arguments", "{}")
         try:
-            args = json.loads(arguments) if isinstance(arguments, str) else dict(arguments)
+            args = json_loads(arguments) if isinstance(arguments, str) else dict(arguments)
         except (ValueError, TypeError):
             args = None
         if not isinstance(args, dict):

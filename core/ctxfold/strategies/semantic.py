@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from ..contract import Compaction, Conversation
 from ..exceptions import ConfigurationError
 from ..messages import Message, transcript
-from ..models.embedders import cosine_matrix, embed, get_embedder
+from ..models.embedders import embed, get_embedder, leader_clusters
 from ..result import Action, Decision
 from ..units import Unit
 from .base import BaseCompressor, CachedOptions, check_choice, check_count, overflow
@@ -85,18 +85,8 @@ class SemanticCompressor(BaseCompressor):
             [transcript([messages[i] for i in u.indices]) for u in units],
             cache=self.cache,
         )
-        sims = cosine_matrix(vectors)
-        leaders: list[int] = []
-        members: dict[int, list[int]] = {}
-        for k in range(len(units)):
-            row = sims[k, leaders][::-1]  # newest leader first: it wins a tie
-            j = int(row.argmax()) if len(leaders) else 0
-            if not leaders or row[j] < self.threshold:
-                leaders.append(k)
-                members[k] = [k]
-            else:
-                members[leaders[len(leaders) - 1 - j]].append(k)
-        return [[units[k] for k in group] for group in members.values() if len(group) > 1]
+        groups = leader_clusters(vectors, self.threshold)
+        return [[units[k] for k in group] for group in groups if len(group) > 1]
 
     def compact(self, conv: Conversation) -> Compaction:
         messages, tokens, budget = conv.messages, conv.tokens, conv.budget

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from .._json import loads as json_loads
 from .._registry import Registry
 from ..exceptions import ConfigurationError
 
@@ -252,7 +253,7 @@ class JsonAdapter(BaseAdapter):
         if len(s) < 2 or s[0] not in "[{" or s[-1] not in "]}":
             return False
         try:
-            json.loads(s)
+            json_loads(s)
         except ValueError:
             return False
         return True
@@ -277,7 +278,7 @@ class JsonAdapter(BaseAdapter):
         return value
 
     def split(self, text: str) -> list[Piece]:
-        data = json.loads(text.strip())
+        data = json_loads(text.strip())
         compact = json.dumps(self._shrink(data), ensure_ascii=False, separators=(",", ":"))
         return [Piece(compact, keep=True)]
 

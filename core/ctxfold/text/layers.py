@@ -19,6 +19,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from .._json import loads as json_loads
 from ..exceptions import ConfigurationError, CtxfoldError
 from .adapters import ERROR_LINE
 from .primitives import find_identifiers
@@ -108,7 +109,7 @@ def minify_json(text: str) -> str | None:
     if len(s) < 2 or s[0] not in "[{":
         return None
     try:
-        value = json.loads(s)
+        value = json_loads(s)
     except ValueError:
         return None
     out = json.dumps(value, ensure_ascii=False, separators=(",", ":"))

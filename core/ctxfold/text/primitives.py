@@ -5,12 +5,12 @@ Everything here is pure, deterministic and regex-based (standard library only).
 
 from __future__ import annotations
 
-import json
 import re
 from bisect import bisect_right
 from collections.abc import Iterator
 from typing import Any
 
+from .._json import loads as json_loads
 from .wordlists import word_list
 
 __all__ = [
@@ -182,7 +182,7 @@ def _strings(text: str) -> list[tuple[str, str]] | None:
     sits under (a list's items under the list's key; ``""`` at the top), or None if
     ``text`` is not JSON."""
     try:
-        data = json.loads(text)
+        data = json_loads(text)
     except ValueError:
         return None
     out: list[tuple[str, str]] = []
