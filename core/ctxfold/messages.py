@@ -20,6 +20,7 @@ __all__ = [
     "Message",
     "ToolCall",
     "as_messages",
+    "check_tool_structure",
     "from_anthropic",
     "from_openai",
     "speaker_tag",
@@ -242,11 +243,29 @@ def _tool_call_from_openai(raw: Any, index: int | None) -> ToolCall:
     return ToolCall(id=call_id, name=fn["name"], arguments=args, type=raw.get("type", "function"))
 
 
+#: The ``metadata`` flag of a message read from a dict with no ``content`` key, so that
+#: :func:`to_openai` does not invent a ``"content": null`` the input did not have.
+NO_CONTENT = "openai_no_content"
+
+
+def _field(key: str, value: Any, index: int) -> str:
+    """A field ctxfold does not interpret, as the JSON it is carried through as."""
+    try:
+        return _dumps(value)
+    except (TypeError, ValueError, RecursionError):
+        raise InvalidMessageError(
+            f"field {key!r} holds {type(value).__name__}, which JSON cannot carry; convert "
+            "it to a string, number, list or object (or drop it)",
+            index=index,
+        ) from None
+
+
 def from_openai(messages: Iterable[Mapping[str, Any]]) -> list[Message]:
     """Convert OpenAI chat-completions message dicts into :class:`Message` objects.
 
     Keys ctxfold does not interpret are kept in ``Message.extras`` so :func:`to_openai`
-    gives back an equal dict. Raises :class:`InvalidMessageError` naming the message.
+    gives back an equal dict. Raises :class:`InvalidMessageError` naming the message
+    (tool calls are checked as :func:`check_tool_structure` says).
     """
     out: list[Message] = []
     for i, raw in enumerate(messages):
@@ -271,12 +290,12 @@ def from_openai(messages: Iterable[Mapping[str, Any]]) -> list[Message]:
         name = raw.get("name")
         if name is not None and not isinstance(name, str):
             raise InvalidMessageError("'name' must be a string", index=i)
-        extras = tuple((k, _dumps(v)) for k, v in raw.items() if k not in _OPENAI_KEYS)
+        extras = tuple((k, _field(k, v, i)) for k, v in raw.items() if k not in _OPENAI_KEYS)
         if "tool_calls" in raw and not calls_raw:  # an explicit empty list or null
             extras += (("tool_calls", _dumps(raw["tool_calls"])),)
         msg_id = raw.get("id")
         if msg_id is not None and not isinstance(msg_id, str):
-            extras += (("id", _dumps(msg_id)),)
+            extras += (("id", _field("id", msg_id, i)),)
             msg_id = None
         out.append(
             Message(
@@ -287,8 +306,10 @@ def from_openai(messages: Iterable[Mapping[str, Any]]) -> list[Message]:
                 tool_call_id=tool_call_id,
                 id=msg_id,
                 extras=extras,
+                metadata={} if "content" in raw else {NO_CONTENT: True},
             )
         )
+    check_tool_structure(out)
     return out
 
 
@@ -296,7 +317,9 @@ def to_openai(messages: Iterable[Message]) -> list[dict[str, Any]]:
     """Convert messages to OpenAI chat-completions dicts (the inverse of :func:`from_openai`)."""
     out: list[dict[str, Any]] = []
     for m in messages:
-        d: dict[str, Any] = {"role": m.role, "content": _content_to_wire(m.content)}
+        d: dict[str, Any] = {"role": m.role}
+        if m.content is not None or not m.metadata.get(NO_CONTENT):
+            d["content"] = _content_to_wire(m.content)
         if m.name is not None:
             d["name"] = m.name
         if m.tool_calls:
@@ -312,11 +335,13 @@ def to_openai(messages: Iterable[Message]) -> list[dict[str, Any]]:
 
 
 def as_messages(messages: Iterable[Message | Mapping[str, Any]]) -> list[Message]:
-    """Accept :class:`Message` objects or OpenAI dicts (mixed is fine); return messages."""
-    if isinstance(messages, (str, bytes, Mapping)):
+    """Accept :class:`Message` objects or OpenAI dicts (mixed is fine); return messages
+    whose tool calls make sense (see :func:`check_tool_structure`)."""
+    if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Iterable):
         raise InvalidMessageError(
             "expected a list of messages (OpenAI dicts or ctxfold.Message), "
-            f"got a single {type(messages).__name__}"
+            f"got {'a single ' if isinstance(messages, Mapping) else ''}"
+            f"{type(messages).__name__}"
         )
     out: list[Message] = []
     for i, m in enumerate(messages):
@@ -332,7 +357,70 @@ def as_messages(messages: Iterable[Message | Mapping[str, Any]]) -> list[Message
                 f"expected an OpenAI message dict or ctxfold.Message, got {type(m).__name__}",
                 index=i,
             )
+    check_tool_structure(out)
     return out
+
+
+def check_tool_structure(messages: Sequence[Message]) -> None:
+    """Raise :class:`InvalidMessageError` (naming the message) for tool calls no chat
+    API accepts: a call or result on the wrong role, an empty id, two calls with one id
+    in a message, a result that comes before its call, or two results for one call.
+
+    What real histories do is accepted: a result whose call is not in the history (a
+    trimmed prefix), a call without a result (an agent cut off), and an id used again
+    by a later call once the earlier call was answered (each result answers the
+    nearest call before it with its id).
+    """
+    open_calls: dict[str, int] = {}  # call id -> the message that made it, unanswered
+    answered: dict[str, int] = {}  # call id -> the message that answered its last call
+    later = {c.id for m in messages for c in m.tool_calls}
+    for i, m in enumerate(messages):
+        if m.tool_calls and m.role != "assistant":
+            raise InvalidMessageError(
+                f"a {m.role!r} message has tool calls; only assistant messages call tools",
+                index=i,
+            )
+        if m.tool_call_id is not None and m.role != "tool":
+            raise InvalidMessageError(
+                f"a {m.role!r} message answers a tool call; only 'tool' messages do", index=i
+            )
+        ids = [c.id for c in m.tool_calls]
+        if any(not c for c in ids) or (m.role == "tool" and not m.tool_call_id):
+            raise InvalidMessageError("a tool call id must be a non-empty string", index=i)
+        if len(set(ids)) != len(ids):
+            raise InvalidMessageError(
+                "two tool calls of this message share an id; give each call its own", index=i
+            )
+        for call_id in ids:
+            open_calls[call_id] = i
+            answered.pop(call_id, None)
+        if m.role == "tool" and m.tool_call_id is not None:
+            _check_result(m.tool_call_id, i, open_calls, answered, later)
+
+
+def _check_result(
+    call_id: str,
+    i: int,
+    open_calls: dict[str, int],
+    answered: dict[str, int],
+    later: set[str],
+) -> None:
+    if call_id in open_calls:
+        del open_calls[call_id]
+        answered[call_id] = i
+    elif call_id in answered:
+        raise InvalidMessageError(
+            f"a second result for tool call {call_id!r} (message {answered[call_id]} "
+            "answered it already); merge the results into one message",
+            index=i,
+        )
+    elif call_id in later:
+        raise InvalidMessageError(
+            f"the result for tool call {call_id!r} comes before the call; put it after "
+            "the assistant message that makes the call",
+            index=i,
+        )
+    # else an orphan: its call is not in the history (accepted, carried through)
 
 
 # ------------------------------------------------------------------------- Anthropic

@@ -214,7 +214,13 @@ class CallableCounter(_MessageCounter):
         self.name = name or str(getattr(func, "__name__", "callable"))
 
     def _encode_len(self, text: str) -> int:
-        return int(self._func(text))
+        n = self._func(text)
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ConfigurationError(
+                f"the counter {self.name!r} returned {n!r} for a text; a counter must "
+                "return a whole number of tokens >= 0"
+            )
+        return n
 
 
 # ------------------------------------------------------------------- tiktoken offline

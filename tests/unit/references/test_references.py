@@ -283,7 +283,9 @@ def history() -> list[Message]:
         Message("system", "You fix bugs."),
         Message("user", "The login fails with KeyError: 'token' in src/auth/session.py"),
         Message("assistant", "Let's read src/auth/session.py and src/auth/tokens.py first."),
-        Message("tool", "def load_session(req):\n    return req.cookies['token']"),
+        Message(
+            "tool", "def load_session(req):\n    return req.cookies['token']", tool_call_id="c1"
+        ),
         Message("assistant", "See https://github.com/acme/app/issues/77. Now src/db/pool.py."),
         Message("user", "Also check the session cookie handling in src/auth/session.py"),
     ]
