@@ -2,13 +2,18 @@
 render an agent run's turns afresh, or report token counts.
 
 Exit codes: 0 success, 1 a conversation cannot fit its budget (or, for ``expand``, the
-store lacks some originals), 2 bad input or usage.
+store lacks some originals or holds altered ones), 2 bad input or usage, 3 the output
+cannot be written (a full disk, a closed or failing stdout) or another failure of the
+environment. The command never shows a traceback (``CTXFOLD_DEBUG=1`` lets an
+unexpected error through, for a bug report).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import re
 import sys
 import time
@@ -263,6 +268,13 @@ def _cmd_expand(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             code = 1
+        if back.corrupt:
+            print(
+                f"ctxfold: {conv.label}: the store's records under {', '.join(back.corrupt)} "
+                "are not what was written there; they stay folded",
+                file=sys.stderr,
+            )
+            code = 1
         _write(conv, back.messages, jsonl, "openai")
     return code
 
@@ -270,13 +282,46 @@ def _cmd_expand(args: argparse.Namespace) -> int:
 def _write(conv: Conversation, messages: Sequence[Message], jsonl: bool, fmt: str) -> None:
     """One conversation's messages to stdout, in the shape it was read in."""
     if fmt == "text":
-        sys.stdout.write(_render_text(messages) + "\n")
+        _emit(_render_text(messages) + "\n", escape=True)
         return
     payload: Any = to_openai(messages)
     if conv.record is not None:
         payload = {**conv.record, "messages": payload}
     indent = None if jsonl else 2
-    sys.stdout.write(json.dumps(payload, ensure_ascii=False, indent=indent) + "\n")
+    text = json.dumps(payload, ensure_ascii=False, indent=indent)
+    if not _encodable(text):  # a lone surrogate (valid JSON escapes, no UTF-8 form)
+        text = json.dumps(payload, ensure_ascii=True, indent=indent)
+    _emit(text + "\n")
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode(getattr(sys.stdout, "encoding", None) or "utf-8")
+    except (UnicodeEncodeError, LookupError):
+        return False
+    return True
+
+
+def _emit(text: str, *, escape: bool = False) -> None:
+    """Write to stdout; what the output cannot hold is escaped (``escape``), and a
+    stdout that is closed or fails is an :class:`OutputError`."""
+    out = sys.stdout
+    if out is None:
+        raise OutputError("there is no standard output to write to")
+    if escape and not _encodable(text):
+        encoding = getattr(out, "encoding", None) or "utf-8"
+        text = text.encode(encoding, "backslashreplace").decode(encoding)
+    try:
+        out.write(text)
+    except ValueError as exc:  # a closed stream
+        raise OutputError(f"cannot write the output: {exc}") from None
+
+
+class OutputError(CliError):
+    """The output cannot be written: exit code 3."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, code=3)
 
 
 def _cmd_render(args: argparse.Namespace) -> int:
@@ -357,7 +402,13 @@ def _cmd_stats(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``ctxfold`` command."""
     parser = argparse.ArgumentParser(
-        prog="ctxfold", description="Compress LLM conversations to a token budget."
+        prog="ctxfold",
+        description="Compress LLM conversations to a token budget.",
+        epilog=(
+            "exit codes: 0 success; 1 a conversation cannot fit its budget (expand: "
+            "originals missing or altered); 2 bad input or usage; 3 the output cannot be "
+            "written (full disk, closed or failing stdout)"
+        ),
     )
     sub = parser.add_subparsers(dest="command", required=True)
     c = sub.add_parser("compress", help="compress conversations from a JSON or JSONL file")
@@ -434,19 +485,39 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; return the exit code."""
+    """Run the command line; return the exit code (see the module's docstring)."""
     args = build_parser().parse_args(argv)
     try:
         code: int = args.run(args)
+        if sys.stdout is not None:
+            sys.stdout.flush()  # a full disk shows here, not at exit
     except CliError as exc:
-        print(f"ctxfold: {exc}", file=sys.stderr)
-        return exc.code
+        return _fail(str(exc), exc.code)
     except CtxfoldError as exc:
-        print(f"ctxfold: {exc}", file=sys.stderr)
-        return 2
-    except BrokenPipeError:  # e.g. piped into `head`
+        return _fail(str(exc), 2)
+    except BrokenPipeError:  # the reader went away (piped into `head`): done
+        _quiet_stdout()
         return 0
+    except OSError as exc:
+        _quiet_stdout()
+        return _fail(f"cannot write the output: {exc.strerror or exc}", 3)
+    except Exception as exc:  # a bug: one line, not a traceback
+        if os.environ.get("CTXFOLD_DEBUG"):
+            raise
+        return _fail(f"unexpected {type(exc).__name__}: {exc} (please report it)", 3)
     return code
+
+
+def _fail(message: str, code: int) -> int:
+    with contextlib.suppress(OSError, ValueError, AttributeError):  # then the code says it
+        print(f"ctxfold: {message}", file=sys.stderr)
+    return code
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's last flush does not fail again."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 if __name__ == "__main__":  # pragma: no cover

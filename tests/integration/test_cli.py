@@ -224,3 +224,40 @@ def test_render_errors_exit_with_one_line(capsys):
     assert code == 2 and "unknown option 'max_tols'" in err and len(err.splitlines()) == 1
     code, _, err = run(capsys, "render", CODING, "--renderer", "nope")
     assert code == 2 and "unknown renderer 'nope'" in err
+
+
+# ------------------------------------------------------------- no traceback, ever
+
+
+def _console(*args: str, shell_suffix: str = "") -> subprocess.CompletedProcess[str]:
+    exe = Path(sys.executable).with_name("ctxfold")
+    command = " ".join([str(exe), *args]) + shell_suffix
+    return subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("fmt", ["openai", "text"])
+def test_a_lone_surrogate_is_escaped_not_a_crash(fmt, tmp_path, capsys):
+    path = tmp_path / "s.json"
+    path.write_text('[{"role": "user", "content": "a lone \\ud800 half of a pair"}]')
+    done = _console("compress", str(path), "--budget", "1000", "--format", fmt)
+    assert done.returncode == 0 and "Traceback" not in done.stderr
+    assert "\\ud800" in done.stdout
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full here")
+def test_a_full_disk_is_exit_code_3_with_one_line():
+    done = _console("compress", AIRLINE, "--budget", "2000", shell_suffix=" > /dev/full")
+    assert done.returncode == 3 and "No space left" in done.stderr
+    assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr
+
+
+def test_a_closed_stdout_is_exit_code_3_with_one_line():
+    done = _console("compress", AIRLINE, "--budget", "2000", shell_suffix=" >&-")
+    assert done.returncode == 3 and "Traceback" not in done.stderr
+
+
+def test_help_documents_the_exit_codes(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = " ".join(capsys.readouterr().out.split())  # argparse wraps the epilog
+    assert "exit codes: 0 success; 1" in out and "3 the output cannot be written" in out
