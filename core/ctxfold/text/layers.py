@@ -186,7 +186,10 @@ class Codebook:
         )
 
     def encode(self, text: str) -> tuple[str, set[str]]:
-        """Escape ``§`` and replace each entry (at word boundaries); return the codes used."""
+        """Escape ``§`` and replace each entry (at word boundaries); return the codes used.
+        An empty codebook leaves the text as it is (as :func:`decode` does)."""
+        if not self.entries:
+            return text, set()
         out = text.replace(ESCAPE, ESCAPE * 2)
         used: set[str] = set()
         for code, phrase in sorted(self.entries.items(), key=lambda kv: -len(kv[1])):
