@@ -192,7 +192,7 @@ def features(
 
 def combine(f: Features, ctx: ScoreContext) -> float:
     """A segment's score from its features and the conversation's rarity and goal."""
-    info = sum(map(ctx.idf.get, f.content, _ZEROS))
+    info = math.fsum(map(ctx.idf.get, f.content, _ZEROS))  # exact: no set-order drift
     if not info and not f.signal:
         return 0.05
     s = f.base + info / 8.0

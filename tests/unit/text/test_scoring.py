@@ -19,3 +19,32 @@ def test_a_name_on_every_other_line_adds_little_a_rare_name_adds_much():
     common = combine(features("We met Mel at the harbour market."), ctx)
     rare = combine(features("We met Nutt at the harbour market."), ctx)
     assert rare > common + 0.8
+
+
+def test_scores_do_not_depend_on_the_process_hash_seed():
+    # A segment's words are a set, whose order follows PYTHONHASHSEED; a plain float sum
+    # over it drifted in the last bits and flipped near-ties from one process to the next.
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "from ctxfold.text.scoring import ScoreContext, combine, features\n"
+        "import random\n"
+        "r = random.Random(7)\n"
+        "words = [''.join(r.choice('abcdefghij') for _ in range(7)) for _ in range(400)]\n"
+        "docs = [' '.join(r.sample(words, 30)) for _ in range(60)]\n"
+        "ctx = ScoreContext.build(docs)\n"
+        "print([repr(combine(features(d), ctx)) for d in docs])\n"
+    )
+    outs = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+        ).stdout
+        for seed in ("0", "1", "6", "42")
+    }
+    assert len(outs) == 1
