@@ -9,9 +9,10 @@ messages are serialized exactly (role, content, name, ids, tool calls, metadata)
 hashed with SHA-256; the trace (action and reason of every decision) is hashed apart.
 A restructuring that claims "no change of behaviour" must leave every hash equal.
 
-The script runs itself with ``PYTHONHASHSEED=0``: some scores sum floats over sets of
-words, whose order follows the process's hash seed, so a near-tie can fall either way
-from one process to the next; a fixed seed makes two runs comparable.
+The script runs itself with ``PYTHONHASHSEED=0``, so that two runs compare even if some
+computation came to depend on the order of a set again (scores once summed floats over
+sets of words, whose order follows the hash seed: a near tie fell either way from one
+process to the next, until ``math.fsum``).
 """
 
 from __future__ import annotations
