@@ -105,6 +105,18 @@ def normalize_rows(vectors: Any) -> npt.NDArray[np.float32]:
     return v.astype(np.float32)  # type: ignore[no-any-return]
 
 
+def _unit_rows(vectors: npt.ArrayLike) -> npt.NDArray[np.float32]:
+    """The rows of a 2-D array of vectors, normalized (a clear error for another shape)."""
+    np = _import_numpy()
+    v = np.asarray(vectors)
+    if v.ndim != 2:
+        raise ConfigurationError(
+            f"vectors must be a 2-D array (one row per text), got shape {v.shape}; "
+            "check that the embedder's embed() returns one row per text"
+        )
+    return normalize_rows(v)
+
+
 def cosine_matrix(vectors: npt.ArrayLike) -> npt.NDArray[np.float32]:
     """Pairwise cosine similarities of the rows of ``vectors`` (shape ``(n, n)``).
 
@@ -113,19 +125,10 @@ def cosine_matrix(vectors: npt.ArrayLike) -> npt.NDArray[np.float32]:
     ``[-1, 1]``.
     """
     np = _import_numpy()
-    v = np.asarray(vectors)
-    if v.ndim != 2:
-        raise ConfigurationError(
-            f"vectors must be a 2-D array (one row per text), got shape {v.shape}; "
-            "check that the embedder's embed() returns one row per text"
-        )
-    unit = normalize_rows(v)
+    unit = _unit_rows(vectors)
     sims = unit @ unit.T
     np.clip(sims, -1.0, 1.0, out=sims)
     return sims  # type: ignore[no-any-return]
-
-
-# ---------------------------------------------------------------------------- TF-IDF
 
 
 #: Similarities computed at once at most (a block of rows against the leaders so far):
@@ -142,13 +145,7 @@ def leader_clusters(vectors: npt.ArrayLike, threshold: float) -> list[list[int]]
     far, never as an ``n x n`` matrix: memory grows with ``n``, not ``n**2``.
     """
     np = _import_numpy()
-    v = np.asarray(vectors)
-    if v.ndim != 2:
-        raise ConfigurationError(
-            f"vectors must be a 2-D array (one row per text), got shape {v.shape}; "
-            "check that the embedder's embed() returns one row per text"
-        )
-    unit = normalize_rows(v)
+    unit = _unit_rows(vectors)
     n = unit.shape[0]
     leaders: list[int] = []
     groups: dict[int, list[int]] = {}
@@ -178,6 +175,9 @@ def leader_clusters(vectors: npt.ArrayLike, threshold: float) -> list[list[int]]
                 groups[leaders[j]].append(start + r)
         start = stop
     return list(groups.values())
+
+
+# ---------------------------------------------------------------------------- TF-IDF
 
 
 def _is_int(value: object, minimum: int) -> bool:
