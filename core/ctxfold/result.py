@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -13,10 +13,12 @@ from .messages import Message, to_anthropic, to_openai
 __all__ = [
     "FOLDED",
     "NOTE_KEY",
+    "SYSTEM_ROLES",
     "Action",
     "CompressionResult",
     "CompressionStats",
     "Decision",
+    "after_system_block",
     "note_message",
 ]
 
@@ -50,6 +52,21 @@ def is_note(m: Message) -> bool:
     if isinstance(meta, Mapping) and "what" in meta:
         return True
     return m.role != "user" and m.role != "tool" and bool(_NOTE_HEAD.match(m.text))
+
+
+#: Roles that belong in the leading instruction block strict chat APIs want.
+SYSTEM_ROLES = ("system", "developer")
+
+
+def after_system_block(messages: Sequence[Message]) -> int:
+    """Where a note goes: right after the leading run of system (and developer)
+    messages. Strict chat APIs (Anthropic through LangChain, Gemini, many open-model
+    templates) accept instructions only as one leading block, so a note placed after a
+    user message would make the history unsendable."""
+    k = 0
+    while k < len(messages) and messages[k].role in SYSTEM_ROLES:
+        k += 1
+    return k
 
 
 def earlier(count: int) -> str:

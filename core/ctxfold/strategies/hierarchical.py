@@ -10,7 +10,7 @@ from ..contract import Compaction, Conversation
 from ..exceptions import ConfigurationError
 from ..messages import Message, transcript
 from ..models.summarizers import Summarizer, as_summarizer, fit_summary, summarize
-from ..result import Action, Decision
+from ..result import Action, Decision, after_system_block
 from ..text.primitives import find_identifiers, split_sentences
 from ..text.scoring import ScoreContext, has_error, mentions_decision, score
 from ..units import Unit
@@ -180,16 +180,15 @@ class HierarchicalCompressor(BaseCompressor):
         trace: list[Decision] = []
         left_idx = {i for u in left for i in u.indices}
         pinned_set = set(pinned)
-        first_left = min(left_idx, default=-1)
         action: Action = "summarized" if note is not None else "dropped"
         why = "summary" if note is not None else "low_score"
         for i, m in enumerate(messages):
             if i in left_idx:
-                if note is not None and i == first_left:
-                    out.append(note)
                 trace.append(Decision(i, action, why, tokens[i], 0, self.name))
             else:
                 out.append(m)
                 kept = f"pinned:{m.role}" if i in pinned_set else "high_score"
                 trace.append(Decision(i, "kept", kept, tokens[i], tokens[i], self.name))
+        if note is not None:
+            out.insert(after_system_block(out), note)
         return Compaction(out, trace, {})

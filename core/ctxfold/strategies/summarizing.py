@@ -9,7 +9,7 @@ from ..contract import Compaction, Conversation
 from ..messages import Message, transcript
 from ..models.summarizers import Summarizer, as_summarizer, fit_summary, summarize, summarizer_id
 from ..models.usage import record
-from ..result import Decision, earlier, note_message
+from ..result import Decision, after_system_block, earlier, note_message
 from ..storage.cache import cache_key
 from ..text.scoring import ExtractiveSummarizer
 from ..tokens import TokenCounter
@@ -106,17 +106,15 @@ class SummarizingCompressor(BaseCompressor):
             )
         out: list[Message] = []
         trace: list[Decision] = []
-        first_old = old[0]
         old_set = set(old)
         for i, m in enumerate(messages):
-            if i == first_old:
-                out.append(note)
             if i in old_set:
                 trace.append(Decision(i, "summarized", "summary", tokens[i], 0, self.name))
             else:
                 out.append(m)
                 why = f"pinned:{m.role}" if i in pinned else "recent"
                 trace.append(Decision(i, "kept", why, tokens[i], tokens[i], self.name))
+        out.insert(after_system_block(out), note)
         saved = sum(tokens[i] for i in old) - counter.count_message(note)
         return Compaction(out, trace, {"summary": max(saved, 0)})
 

@@ -94,6 +94,12 @@ def _converts_to_anthropic(messages: Sequence[Message]) -> bool:
     return True
 
 
+def _system_block_leads(messages: Sequence[Message]) -> bool:
+    """Whether every system (or developer) message comes before every other message."""
+    roles = [m.role in ("system", "developer") for m in messages]
+    return roles == sorted(roles, reverse=True)
+
+
 def _is_subsequence(needles: Sequence[Message], haystack: Sequence[Message]) -> bool:
     it = iter(haystack)
     return all(any(n == h for h in it) for n in needles)
@@ -106,7 +112,8 @@ def check_invariants(
     budget: int,
     counter: CounterSpec = "o200k_base",
 ) -> CompressionResult | None:
-    """Compress once and check the design's eight invariants; return the result.
+    """Compress once and check the design's eight invariants (and that a leading system
+    block stays one leading block, as strict chat APIs require); return the result.
 
     Returns ``None`` when the compressor raised :class:`BudgetError` honestly (the error
     reports a requirement above the budget). Raises :class:`ContractViolation` naming
@@ -161,6 +168,12 @@ def check_invariants(
     systems = [m for m in original if m.role in ("system", "developer")]
     if not _is_subsequence(systems, out):
         _fail("pinned", "a system message was dropped, changed or moved")
+    if _system_block_leads(original) and not _system_block_leads(out):
+        _fail(
+            "strict APIs",
+            "the input's system messages form one leading block and the output's do not "
+            "(a note or summary after a user turn: Anthropic and Gemini refuse it)",
+        )
     if [d.index for d in result.trace] != list(range(len(original))):
         _fail("trace", "the trace must hold one decision per input message, in order")
     kept = [original[d.index] for d in result.trace if d.action == "kept"]

@@ -11,7 +11,15 @@ from typing import Any, NamedTuple
 
 from ...contract import Conversation
 from ...messages import Message
-from ...result import FOLDED, NOTE_KEY, Action, Decision, earlier, note_message
+from ...result import (
+    FOLDED,
+    NOTE_KEY,
+    Action,
+    Decision,
+    after_system_block,
+    earlier,
+    note_message,
+)
 from ...text.layers import Layers, build_codebook
 from ...text.scoring import elide
 from ...tokens import TokenCounter
@@ -166,7 +174,7 @@ def assemble(
             p = plans[i]
             folded += 1
             if note_at is None:
-                note_at = len(out)
+                note_at = -1  # placed once the output is known (see below)
             shown = condensed(p) if not force_fold else ""
             if shown and lines and last_tag == p.tag and not p.tag.startswith("tool"):
                 lines[-1] += " " + shown  # the same speaker again: one tag for both
@@ -180,6 +188,7 @@ def assemble(
             m.text + " " + " ".join(c.arguments for c in m.tool_calls) for m in out
         ) + "\n".join(lines)
         listed = [v for (v, _), ok in zip(layout.pool, chosen_ids, strict=True) if ok]
+        note_at = after_system_block(out)
         out.insert(note_at, notes.write(folded, lines, listed, shown_text, counter))
     return Assembled(out, trace, note_at)
 

@@ -1,0 +1,69 @@
+"""Compressed histories are valid requests for strict chat APIs, not only OpenAI's:
+LangChain's ChatAnthropic builds its request payload from every output (offline: the
+payload is built, nothing is sent), and a note never splits the system block."""
+
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+
+import ctxfold
+from conftest import example_conversations, shared_conversations
+from ctxfold.testing.doubles import FakeEmbedder
+
+anthropic = pytest.importorskip(
+    "langchain_anthropic", reason="the dev extra installs it: pip install -e '.[dev]'"
+)
+from langchain_ctx import to_langchain  # noqa: E402
+
+STRATEGIES = {
+    "auto": {},
+    "sliding_window": {"overflow": "best_effort", "reversible": True},
+    "summarize": {"reversible": True},
+    "semantic": {"overflow": "best_effort", "embedder": FakeEmbedder()},
+    "hierarchical": {"overflow": "best_effort", "summarizer": lambda msgs: "A summary."},
+    "hybrid": {},
+}
+
+
+def chat_anthropic():
+    return anthropic.ChatAnthropic(model="claude-sonnet-4-5", api_key="sk-offline-test")
+
+
+def conversations():
+    convs = list(example_conversations())
+    with contextlib.suppress(pytest.skip.Exception):  # no shared data: the examples alone
+        convs += shared_conversations()
+    return convs
+
+
+@pytest.mark.parametrize("strategy", sorted(STRATEGIES))
+def test_chat_anthropic_accepts_every_compressed_history(strategy):
+    model = chat_anthropic()
+    compressor = ctxfold.strategies.resolve_strategy(strategy, **STRATEGIES[strategy])
+    checked = 0
+    for _, msgs in conversations():
+        systems = [m.role == "system" for m in msgs]
+        if systems != sorted(systems, reverse=True):
+            continue  # the input itself has a system message after a turn
+        total = ctxfold.get_counter("o200k_base").count_messages(msgs)
+        for fraction in (0.25, 0.1):
+            try:
+                result = compressor.compress(msgs, budget=int(total * fraction))
+            except ctxfold.BudgetError:
+                continue
+            # raises ValueError("Received multiple non-consecutive system messages.") for
+            # a note placed after a user turn
+            model._get_request_payload(to_langchain(result.messages))
+            checked += 1
+    assert checked
+
+
+def test_the_note_joins_the_system_block_after_the_system_prompt():
+    msgs = next(m for name, m in example_conversations() if "sqlfluff" in name)
+    result = ctxfold.compress(msgs, budget=3000)
+    roles = [m.role for m in result.messages]
+    assert roles[:2] == ["system", "system"] and "system" not in roles[2:]
+    assert result.messages[1].text.startswith("[ctxfold round ")
+    assert ctxfold.expand(result).to_openai() == ctxfold.to_openai(msgs)
