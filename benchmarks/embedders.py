@@ -60,7 +60,8 @@ from pathlib import Path
 from typing import Any
 
 from ctxfold.exceptions import MissingDependencyError
-from ctxfold.models.embedders import Embedder, TfidfEmbedder, WordLlamaEmbedder, cosine_matrix
+from ctxfold.models.embedders import Embedder, TfidfEmbedder, WordLlamaEmbedder
+from ctxfold.models.similarity import cosine_matrix
 from ctxfold.testing import find_data_dir
 
 POSITIVE = 0.8

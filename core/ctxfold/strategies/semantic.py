@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from ..contract import Compaction, Conversation
 from ..exceptions import ConfigurationError
 from ..messages import Message, transcript
-from ..models.embedders import embed, get_embedder, leader_clusters
+from ..models.embedders import embed, get_embedder
+from ..models.similarity import leader_clusters
 from ..result import Action, Decision
 from ..units import Unit
 from .base import BaseCompressor, CachedOptions, check_choice, check_count, overflow

@@ -7,7 +7,7 @@ import zlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ..models.embedders import normalize_rows
+from ..models.similarity import normalize_rows
 
 if TYPE_CHECKING:
     import numpy as np

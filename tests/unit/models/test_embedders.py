@@ -18,9 +18,9 @@ from ctxfold.models.embedders import (
     Embedder,
     TfidfEmbedder,
     WordLlamaEmbedder,
-    cosine_matrix,
     get_embedder,
 )
+from ctxfold.models.similarity import cosine_matrix
 from ctxfold.testing import find_data_dir, load_conversations
 
 np = pytest.importorskip("numpy", reason="the embedders need numpy: pip install 'ctxfold[all]'")

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ctxfold.models import embedders
-from ctxfold.models.embedders import cosine_matrix, leader_clusters
+from ctxfold.models import similarity
+from ctxfold.models.similarity import cosine_matrix, leader_clusters
 
 
 def by_full_matrix(vectors: np.ndarray, threshold: float) -> list[list[int]]:
@@ -29,7 +29,7 @@ def by_full_matrix(vectors: np.ndarray, threshold: float) -> list[list[int]]:
 @pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("block_values", [1 << 24, 64])  # one block, and many small ones
 def test_blocks_give_the_same_groups_as_the_full_matrix(seed, block_values, monkeypatch):
-    monkeypatch.setattr(embedders, "_BLOCK_VALUES", block_values)
+    monkeypatch.setattr(similarity, "_BLOCK_VALUES", block_values)
     rng = np.random.default_rng(seed)
     base = rng.normal(size=(40, 16)).astype(np.float32)
     picks = rng.integers(0, 40, size=300)

@@ -25,7 +25,7 @@ from ctxfold.exceptions import (
     CtxfoldError,
     MissingDependencyError,
 )
-from ctxfold.storage.cache import (
+from ctxfold.storage import (
     Cache,
     CacheBackend,
     CacheStats,
