@@ -260,6 +260,46 @@ def _field(key: str, value: Any, index: int) -> str:
         ) from None
 
 
+def _from_openai(raw: Any, i: int) -> Message:
+    """One OpenAI message dict (``i``: its index, for errors)."""
+    if not isinstance(raw, Mapping):
+        raise InvalidMessageError(f"expected a message object, got {type(raw).__name__}", index=i)
+    role = raw.get("role")
+    if role not in ROLES:
+        raise InvalidMessageError(
+            f"unknown role {role!r}; use one of {', '.join(sorted(ROLES))}", index=i
+        )
+    calls_raw = raw.get("tool_calls") or []
+    if not isinstance(calls_raw, list):
+        raise InvalidMessageError("'tool_calls' must be a list", index=i)
+    tool_call_id = raw.get("tool_call_id")
+    if role == "tool" and not isinstance(tool_call_id, str):
+        raise InvalidMessageError(
+            "a 'tool' message needs the string 'tool_call_id' of the call it answers",
+            index=i,
+        )
+    name = raw.get("name")
+    if name is not None and not isinstance(name, str):
+        raise InvalidMessageError("'name' must be a string", index=i)
+    extras = tuple((k, _field(k, v, i)) for k, v in raw.items() if k not in _OPENAI_KEYS)
+    if "tool_calls" in raw and not calls_raw:  # an explicit empty list or null
+        extras += (("tool_calls", _dumps(raw["tool_calls"])),)
+    msg_id = raw.get("id")
+    if msg_id is not None and not isinstance(msg_id, str):
+        extras += (("id", _field("id", msg_id, i)),)
+        msg_id = None
+    return Message(
+        role=role,
+        content=_content_from_wire(raw.get("content"), i),
+        name=name,
+        tool_calls=tuple(_tool_call_from_openai(c, i) for c in calls_raw),
+        tool_call_id=tool_call_id,
+        id=msg_id,
+        extras=extras,
+        metadata={} if "content" in raw else {NO_CONTENT: True},
+    )
+
+
 def from_openai(messages: Iterable[Mapping[str, Any]]) -> list[Message]:
     """Convert OpenAI chat-completions message dicts into :class:`Message` objects.
 
@@ -267,48 +307,7 @@ def from_openai(messages: Iterable[Mapping[str, Any]]) -> list[Message]:
     gives back an equal dict. Raises :class:`InvalidMessageError` naming the message
     (tool calls are checked as :func:`check_tool_structure` says).
     """
-    out: list[Message] = []
-    for i, raw in enumerate(messages):
-        if not isinstance(raw, Mapping):
-            raise InvalidMessageError(
-                f"expected a message object, got {type(raw).__name__}", index=i
-            )
-        role = raw.get("role")
-        if role not in ROLES:
-            raise InvalidMessageError(
-                f"unknown role {role!r}; use one of {', '.join(sorted(ROLES))}", index=i
-            )
-        calls_raw = raw.get("tool_calls") or []
-        if not isinstance(calls_raw, list):
-            raise InvalidMessageError("'tool_calls' must be a list", index=i)
-        tool_call_id = raw.get("tool_call_id")
-        if role == "tool" and not isinstance(tool_call_id, str):
-            raise InvalidMessageError(
-                "a 'tool' message needs the string 'tool_call_id' of the call it answers",
-                index=i,
-            )
-        name = raw.get("name")
-        if name is not None and not isinstance(name, str):
-            raise InvalidMessageError("'name' must be a string", index=i)
-        extras = tuple((k, _field(k, v, i)) for k, v in raw.items() if k not in _OPENAI_KEYS)
-        if "tool_calls" in raw and not calls_raw:  # an explicit empty list or null
-            extras += (("tool_calls", _dumps(raw["tool_calls"])),)
-        msg_id = raw.get("id")
-        if msg_id is not None and not isinstance(msg_id, str):
-            extras += (("id", _field("id", msg_id, i)),)
-            msg_id = None
-        out.append(
-            Message(
-                role=role,
-                content=_content_from_wire(raw.get("content"), i),
-                name=name,
-                tool_calls=tuple(_tool_call_from_openai(c, i) for c in calls_raw),
-                tool_call_id=tool_call_id,
-                id=msg_id,
-                extras=extras,
-                metadata={} if "content" in raw else {NO_CONTENT: True},
-            )
-        )
+    out = [_from_openai(raw, i) for i, raw in enumerate(messages)]
     check_tool_structure(out)
     return out
 
@@ -348,10 +347,7 @@ def as_messages(messages: Iterable[Message | Mapping[str, Any]]) -> list[Message
         if isinstance(m, Message):
             out.append(m)
         elif isinstance(m, Mapping):
-            try:
-                out.extend(from_openai([m]))
-            except InvalidMessageError as exc:
-                raise InvalidMessageError(exc.reason, index=i) from None
+            out.append(_from_openai(m, i))
         else:
             raise InvalidMessageError(
                 f"expected an OpenAI message dict or ctxfold.Message, got {type(m).__name__}",

@@ -12,7 +12,7 @@ from ..exceptions import CorruptRecordError, ExpandError
 from ..messages import Message, as_messages, to_openai, transcript
 from ..result import CompressionResult
 from ..storage.store import VerbatimStore, get_store
-from .records import load, message_from_record
+from .records import Read, load, message_from_record
 
 __all__ = ["Expansion", "expand", "uncompress"]
 
@@ -63,7 +63,8 @@ def expand(
     corrupt: list[str] = []
     rounds = 0
     done: set[str] = set()  # rounds undone, or known to be missing
-    while (undone := _undo_newest(st, msgs, done, missing, corrupt)) is not None:
+    rounds_read: dict[str, Read] = {}  # each round's record is read once
+    while (undone := _undo_newest(st, msgs, done, missing, corrupt, rounds_read)) is not None:
         msgs = undone
         rounds += 1
     for m in msgs:  # rounds whose output is not all here any more
@@ -81,6 +82,7 @@ def _undo_newest(
     done: set[str],
     missing: list[str],
     corrupt: list[str],
+    rounds_read: dict[str, Read],
 ) -> list[Message] | None:
     """``msgs`` with one round undone: the newest one whose output is all here (a round
     whose tag is part of another round's output is older: that one goes first); None
@@ -92,7 +94,9 @@ def _undo_newest(
         if not match or match.group(1) in done:
             continue
         rid = match.group(1)
-        read = load(store, [rid])
+        if rid not in rounds_read:
+            rounds_read[rid] = load(store, [rid])
+        read = rounds_read[rid]
         record = read.records[0]
         if record is None or record.get("k") != "round":
             done.add(rid)
