@@ -27,6 +27,7 @@ __all__ = [
     "to_anthropic",
     "to_openai",
     "transcript",
+    "turn_order_problems",
 ]
 
 #: Roles a message may have. ``developer`` is OpenAI's newer name for ``system``.
@@ -355,6 +356,28 @@ def as_messages(messages: Iterable[Message | Mapping[str, Any]]) -> list[Message
             )
     check_tool_structure(out)
     return out
+
+
+def turn_order_problems(messages: Sequence[Message]) -> list[str]:
+    """What strict chat APIs (Anthropic, Gemini, most open-model chat templates) refuse
+    in the order of ``messages``, in words (empty when nothing): a system message after
+    the leading system block, no message after that block, a first message that is not
+    the user's, or two user (or two assistant) messages side by side."""
+    problems: list[str] = []
+    k = 0
+    while k < len(messages) and messages[k].role in ("system", "developer"):
+        k += 1
+    if k == len(messages):
+        return ["no message after the system block (a request needs one from the user)"]
+    if messages[k].role != "user":
+        problems.append(f"message {k} opens the conversation as {messages[k].role!r}, not 'user'")
+    for j in range(k, len(messages)):
+        role = messages[j].role
+        if role in ("system", "developer"):
+            problems.append(f"message {j} is a {role} message after the conversation began")
+        elif j > k and role in ("user", "assistant") and messages[j - 1].role == role:
+            problems.append(f"messages {j - 1} and {j} are both {role!r}: turns must alternate")
+    return problems
 
 
 def check_tool_structure(messages: Sequence[Message]) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 from .messages import Message, to_anthropic, to_openai
@@ -19,7 +19,9 @@ __all__ = [
     "CompressionStats",
     "Decision",
     "after_system_block",
+    "insert_note",
     "note_message",
+    "note_role",
 ]
 
 #: The ``metadata`` key of a message a strategy wrote (a note, a summary), holding what
@@ -67,6 +69,38 @@ def after_system_block(messages: Sequence[Message]) -> int:
     while k < len(messages) and messages[k].role in SYSTEM_ROLES:
         k += 1
     return k
+
+
+def note_role(messages: Sequence[Message], at: int, preferred: str = "system") -> str:
+    """The role of a note inserted at ``at`` (after the leading system block): a system
+    note joins that block when a user message follows it; when an assistant message, a
+    tool result or nothing would follow, it speaks as the user instead, so that the
+    conversation after the instructions still opens with the user, as Anthropic, Gemini
+    and most open-model chat templates require."""
+    follows = messages[at].role if at < len(messages) else None
+    return "user" if preferred in SYSTEM_ROLES and follows != "user" else preferred
+
+
+def insert_note(messages: list[Message], note: Message, hole: int | None = None) -> int:
+    """Insert ``note`` where strict chat APIs accept it; return where it went.
+
+    ``hole`` is where the messages the note stands for were. When folding them left two
+    user (or two assistant) messages side by side there, the note fills the gap in the
+    other role, so turns still alternate; otherwise it goes after the leading system
+    block, in the role :func:`note_role` gives it."""
+    if hole is not None and 0 < hole < len(messages):
+        before, after = messages[hole - 1].role, messages[hole].role
+        if before == after and before in _TURN_ROLES:
+            role = _TURN_ROLES[before]
+            messages.insert(hole, replace(note, role=role))
+            return hole
+    at = after_system_block(messages)
+    role = note_role(messages, at, note.role)
+    messages.insert(at, note if role == note.role else replace(note, role=role))
+    return at
+
+
+_TURN_ROLES = {"user": "assistant", "assistant": "user"}  # a turn's role -> the other's
 
 
 def earlier(count: int) -> str:

@@ -1,6 +1,7 @@
 """Compressed histories are valid requests for strict chat APIs, not only OpenAI's:
 LangChain's ChatAnthropic builds its request payload from every output (offline: the
-payload is built, nothing is sent), and a note never splits the system block."""
+payload is built, nothing is sent), a note never splits the system block, and user and
+assistant turns alternate (Gemini and most open-model chat templates require it)."""
 
 from __future__ import annotations
 
@@ -56,14 +57,29 @@ def test_chat_anthropic_accepts_every_compressed_history(strategy):
             # raises ValueError("Received multiple non-consecutive system messages.") for
             # a note placed after a user turn
             model._get_request_payload(to_langchain(result.messages))
+            if not ctxfold.messages.turn_order_problems(msgs):
+                assert not ctxfold.messages.turn_order_problems(list(result.messages))
             checked += 1
     assert checked
 
 
-def test_the_note_joins_the_system_block_after_the_system_prompt():
+def test_a_note_before_an_assistant_turn_speaks_as_the_user():
     msgs = next(m for name, m in example_conversations() if "sqlfluff" in name)
     result = ctxfold.compress(msgs, budget=3000)
     roles = [m.role for m in result.messages]
-    assert roles[:2] == ["system", "system"] and "system" not in roles[2:]
+    assert roles[:3] == ["system", "user", "assistant"] and "system" not in roles[1:]
     assert result.messages[1].text.startswith("[ctxfold round ")
     assert ctxfold.expand(result).to_openai() == ctxfold.to_openai(msgs)
+
+
+def test_a_note_before_a_user_turn_joins_the_system_block():
+    msgs = [ctxfold.Message("system", "You answer questions about the logbook.")]
+    for k in range(40):
+        msgs.append(ctxfold.Message("user", f"Entry {k}: boiler {k} read {k * 7} bar at {k}:00."))
+        msgs.append(ctxfold.Message("assistant", f"Noted entry {k}."))
+    msgs.append(ctxfold.Message("user", "Which boiler read 91 bar?"))
+    result = ctxfold.compress(msgs, budget=400, task_share=0)
+    roles = [m.role for m in result.messages]
+    assert result.messages[1].text.startswith("[ctxfold")
+    assert roles[:3] == ["system", "system", "user"] and "system" not in roles[2:]
+    assert not ctxfold.messages.turn_order_problems(list(result.messages))

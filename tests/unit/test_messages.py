@@ -226,3 +226,19 @@ def test_content_part_text_and_non_text():
         {"type": "text", "text": "a", "cache_control": {"type": "x"}}
     ).to_dict() == {"type": "text", "text": "a", "cache_control": {"type": "x"}}
     assert not ContentPart("image_url", extra='{"image_url": {}}').is_text
+
+
+def test_turn_order_problems_name_what_strict_apis_refuse() -> None:
+    from ctxfold.messages import turn_order_problems
+
+    sys_, user, bot = Message("system", "s"), Message("user", "u"), Message("assistant", "a")
+    assert turn_order_problems([sys_, user, bot, user]) == []
+    assert turn_order_problems([sys_]) == [
+        "no message after the system block (a request needs one from the user)"
+    ]
+    assert "opens the conversation as 'assistant'" in turn_order_problems([sys_, bot])[0]
+    assert "both 'user'" in turn_order_problems([sys_, user, user])[0]
+    assert "system message after" in turn_order_problems([user, sys_, bot])[0]
+    call = Message("assistant", None, tool_calls=(ToolCall("c", "f", "{}"),))
+    result = Message("tool", "ok", tool_call_id="c")
+    assert turn_order_problems([user, call, result, bot, user]) == []

@@ -134,8 +134,9 @@ def _undo_newest(
 
 
 def _round_of(m: Message) -> re.Match[str] | None:
-    """The round tag a message starts with (never in a user's or a tool's message)."""
-    return _ROUND.match(m.text) if m.role not in ("user", "tool") else None
+    """The round tag a message starts with (never in a tool's result; a note can speak
+    as the user, where strict chat APIs want a user turn)."""
+    return _ROUND.match(m.text) if m.role != "tool" else None
 
 
 def _subsequence(msgs: Sequence[Message], ids: Sequence[str]) -> list[int] | None:

@@ -27,7 +27,7 @@ from ..contract import Compaction, Conversation, Strategy
 from ..exceptions import BudgetError, ConfigurationError
 from ..messages import Message
 from ..references.index import ReferenceIndex, check_max_references
-from ..result import FOLDED, NOTE_KEY, Decision, earlier, note_head
+from ..result import FOLDED, NOTE_KEY, Decision, earlier, note_head, note_role
 from ..storage.store import VerbatimStore, get_store
 from .records import Batch, marker, message_record
 
@@ -217,7 +217,9 @@ def _place_round(
         meta = {**note.metadata[NOTE_KEY], "round": round_id}
         what = str(meta["what"])
         folded = sum(1 for d in trace if d.action == "summarized" or d.reason == FOLDED)
-        if hidden > folded:
+        if "left_out" in meta:  # a note on a gap: the round's line counts every gap
+            what = f"{earlier(hidden)} left out"
+        elif hidden > folded:
             what += f", {hidden - folded} more left out"
         body = note.text.split("\n", 1)[1] if "\n" in note.text else ""
         return marked.note_at, what, body, meta
@@ -280,7 +282,7 @@ def _mark(
     )
     at, what, body, meta = _place_round(strategy, conv, marked, trace, round_id)
     final = marked.messages
-    role = final[at].role if marked.note_at is not None else "system"
+    role = final[at].role if marked.note_at is not None else note_role(final, at + 1)
     rest = counter.count_messages(final[:at] + final[at + 1 :])
     for head in round_heads(round_id, what):  # the longest that fits
         carrier = Message(role, head + (f"\n{body}" if body else ""), metadata={NOTE_KEY: meta})

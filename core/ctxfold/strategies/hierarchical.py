@@ -10,11 +10,11 @@ from ..contract import Compaction, Conversation
 from ..exceptions import ConfigurationError
 from ..messages import Message, transcript
 from ..models.summarizers import Summarizer, as_summarizer, fit_summary, summarize
-from ..result import Action, Decision, after_system_block
+from ..result import Action, Decision, insert_note
 from ..text.primitives import find_identifiers, split_sentences
 from ..text.scoring import ScoreContext, has_error, mentions_decision, score
 from ..units import Unit
-from .base import BaseCompressor, CachedOptions, check_share, overflow
+from .base import BaseCompressor, CachedOptions, alternate, check_share, overflow
 from .summarizing import summary_message
 
 if TYPE_CHECKING:
@@ -48,6 +48,9 @@ _MIN_COST = 10  # a shorter unit is ranked as if it cost this many tokens
 # Units are ranked by score / tokens ** _LENGTH_EXPONENT: below 1, so a long unit full
 # of facts is not ranked below a short one holding a single fact.
 _LENGTH_EXPONENT = 0.8
+_TRIES = 5  # selections, narrowing the room when notes between turns pass the budget
+_CLOSE = 8  # tokens: a room this near the best is close enough
+_SUMMARY_HEAD = 24  # tokens: the summary's first line and message overhead, and slack
 
 
 class HierarchicalCompressor(BaseCompressor):
@@ -127,7 +130,7 @@ class HierarchicalCompressor(BaseCompressor):
         return s * (1.0 + w["recency"] * position)
 
     def compact(self, conv: Conversation) -> Compaction:
-        messages, tokens, budget, counter = conv.messages, conv.tokens, conv.budget, conv.counter
+        tokens, budget = conv.tokens, conv.budget
         pinned, free, pinned_cost = conv.pinned(self.pin_roles)
         cost = {u.start: sum(tokens[i] for i in u.indices) for u in free}
         newest = cost[free[-1].start] if free else 0
@@ -138,13 +141,55 @@ class HierarchicalCompressor(BaseCompressor):
                 budget=budget,
                 what="the pinned messages and the newest unit",
             )
+        order = self._ranked(conv, free, cost)
         room = budget - pinned_cost
         reserve = self.summary_share * room if self.summarizer is not None else 0.0
+        chosen = self._fit(conv, pinned, free, cost, order, int(room - reserve))
+        done = alternate(conv, self._output(conv, pinned, free, chosen), self.name, self.overflow)
+        if self.summarizer is None or len(chosen) == len(free):
+            return done
+        spare = budget - conv.counter.count_messages(done.messages)  # what the notes left
+        summarized = self._output(conv, pinned, free, chosen, summary_room=spare)
+        return alternate(conv, summarized, self.name, self.overflow)
+
+    def _fit(
+        self,
+        conv: Conversation,
+        pinned: list[int],
+        free: list[Unit],
+        cost: dict[int, int],
+        order: list[int],
+        room: int,
+    ) -> set[int]:
+        """The units chosen for ``room`` once the notes that keep turns apart are
+        counted too: a few selections, the room narrowed between the last that fit and
+        the last that did not (``room`` itself, when no note is needed)."""
+        limit = room + sum(conv.tokens[i] for i in pinned) + conv.overhead  # the target
+        best: set[int] | None = None
+        lo, hi, r = 0, room, room
+        for _ in range(_TRIES):
+            chosen = self._chosen(free, cost, order, r)
+            plain = self._output(conv, pinned, free, chosen)
+            done = alternate(conv, plain, self.name, self.overflow, make_room=False)
+            total = conv.counter.count_messages(done.messages)
+            if total <= limit:
+                best, lo = chosen, r
+                if len(done.messages) == len(plain.messages) or hi - lo <= _CLOSE:
+                    break
+                r = (lo + hi) // 2
+            else:
+                hi = r
+                r = max(r - (total - limit), 0) if best is None else (lo + hi) // 2
+        return best if best is not None else self._chosen(free, cost, order, 0)
+
+    def _ranked(self, conv: Conversation, free: list[Unit], cost: dict[int, int]) -> list[int]:
+        """The free units but the newest, best value per token first."""
+        messages = conv.messages
         n = len(free)
         texts = [transcript([messages[i] for i in u.indices])[:_SCAN_CHARS] for u in free]
         task = next((messages[u.start].text for u in free if messages[u.start].role == "user"), "")
         ctx = ScoreContext.build(texts, goal=task)
-        scored = sorted(
+        return sorted(
             range(n - 1),
             key=lambda k: (
                 -self.score(messages, free[k], k / max(n - 1, 1), ctx)
@@ -152,17 +197,38 @@ class HierarchicalCompressor(BaseCompressor):
                 -k,
             ),
         )
+
+    def _chosen(
+        self, free: list[Unit], cost: dict[int, int], order: list[int], room: int
+    ) -> set[int]:
+        """The starts of the units kept in ``room``: the newest, then by rank."""
         chosen = {free[-1].start} if free else set()
-        used = newest
-        for k in scored:
+        used = cost[free[-1].start] if free else 0
+        for k in order:
             c = cost[free[k].start]
-            if used + c <= room - reserve:
+            if used + c <= room:
                 chosen.add(free[k].start)
                 used += c
+        return chosen
+
+    def _output(
+        self,
+        conv: Conversation,
+        pinned: list[int],
+        free: list[Unit],
+        chosen: set[int],
+        *,
+        summary_room: int | None = None,
+    ) -> Compaction:
+        """The kept units in time order and, given ``summary_room``, the summary of the
+        rest in at most that many tokens (when it fits)."""
+        messages, tokens, counter = conv.messages, conv.tokens, conv.counter
         left = [u for u in free if u.start not in chosen]
+        left_idx = {i for u in left for i in u.indices}
         note: Message | None = None
-        if left and self.summarizer is not None:
-            allowance = int(room - used) - 12
+        if left and summary_room is not None and self.summarizer is not None:
+            room = summary_room
+            allowance = room - _SUMMARY_HEAD
             if allowance >= 16:
                 text = summarize(
                     self.summarizer,
@@ -174,11 +240,10 @@ class HierarchicalCompressor(BaseCompressor):
                 if counter.count_text(text) > allowance:
                     text = fit_summary(text, allowance, counter)
                 candidate = summary_message(text, sum(len(u) for u in left), "system")
-                if text and counter.count_message(candidate) <= room - used:
+                if text and counter.count_message(candidate) <= room:
                     note = candidate
         out: list[Message] = []
         trace: list[Decision] = []
-        left_idx = {i for u in left for i in u.indices}
         pinned_set = set(pinned)
         action: Action = "summarized" if note is not None else "dropped"
         why = "summary" if note is not None else "low_score"
@@ -190,5 +255,5 @@ class HierarchicalCompressor(BaseCompressor):
                 kept = f"pinned:{m.role}" if i in pinned_set else "high_score"
                 trace.append(Decision(i, "kept", kept, tokens[i], tokens[i], self.name))
         if note is not None:
-            out.insert(after_system_block(out), note)
+            insert_note(out, note)
         return Compaction(out, trace, {})

@@ -12,7 +12,7 @@ from ..models.embedders import embed, get_embedder
 from ..models.similarity import leader_clusters
 from ..result import Action, Decision
 from ..units import Unit
-from .base import BaseCompressor, CachedOptions, check_choice, check_count, overflow
+from .base import BaseCompressor, CachedOptions, alternate, check_choice, check_count, overflow
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -134,4 +134,5 @@ class SemanticCompressor(BaseCompressor):
                 out.append(m)
                 why = f"pinned:{m.role}" if i in pinned_set else "unique"
                 trace.append(Decision(i, "kept", why, tokens[i], tokens[i], self.name))
-        return Compaction(out, trace, {"semantic_dedup": deduped} if deduped else {})
+        done = Compaction(out, trace, {"semantic_dedup": deduped} if deduped else {})
+        return alternate(conv, done, self.name, self.overflow, make_room=self.fit == "drop_oldest")

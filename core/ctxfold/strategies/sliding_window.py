@@ -8,7 +8,7 @@ from ..contract import Compaction, Conversation
 from ..messages import Message
 from ..result import Decision, is_note
 from ..units import Unit
-from .base import BaseCompressor, SharedOptions, check_count, overflow
+from .base import BaseCompressor, SharedOptions, alternate, check_count, overflow
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -66,7 +66,6 @@ class SlidingWindow(BaseCompressor):
                     break
                 used += c
                 reasons[unit.start] = "window"
-
         kept: list[Message] = []
         trace: list[Decision] = []
         for unit in conv.grouping.units:
@@ -77,4 +76,10 @@ class SlidingWindow(BaseCompressor):
                 else:
                     kept.append(messages[i])
                     trace.append(Decision(i, "kept", reason, tokens[i], tokens[i], self.name))
-        return Compaction(kept, trace, {})
+        first = [
+            i
+            for u in conv.grouping.units
+            if reasons.get(u.start) == "keep_first"
+            for i in u.indices
+        ]
+        return alternate(conv, Compaction(kept, trace, {}), self.name, self.overflow, first)

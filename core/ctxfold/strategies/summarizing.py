@@ -9,7 +9,7 @@ from ..contract import Compaction, Conversation
 from ..messages import Message, transcript
 from ..models.summarizers import Summarizer, as_summarizer, fit_summary, summarize, summarizer_id
 from ..models.usage import record
-from ..result import Decision, after_system_block, earlier, note_message
+from ..result import Decision, earlier, insert_note, note_message
 from ..storage.cache import cache_key
 from ..text.scoring import ExtractiveSummarizer
 from ..tokens import TokenCounter
@@ -114,7 +114,7 @@ class SummarizingCompressor(BaseCompressor):
                 out.append(m)
                 why = f"pinned:{m.role}" if i in pinned else "recent"
                 trace.append(Decision(i, "kept", why, tokens[i], tokens[i], self.name))
-        out.insert(after_system_block(out), note)
+        insert_note(out, note)
         saved = sum(tokens[i] for i in old) - counter.count_message(note)
         return Compaction(out, trace, {"summary": max(saved, 0)})
 

@@ -26,7 +26,14 @@ from typing import Any, ClassVar, NoReturn
 
 from ..contract import Compressor, CounterSpec
 from ..exceptions import BudgetError
-from ..messages import Message, as_messages, from_openai, to_anthropic, to_openai
+from ..messages import (
+    Message,
+    as_messages,
+    from_openai,
+    to_anthropic,
+    to_openai,
+    turn_order_problems,
+)
 from ..result import CompressionResult
 from ..tokens import get_counter
 from ..units import group_units
@@ -112,8 +119,9 @@ def check_invariants(
     budget: int,
     counter: CounterSpec = "o200k_base",
 ) -> CompressionResult | None:
-    """Compress once and check the design's eight invariants (and that a leading system
-    block stays one leading block, as strict chat APIs require); return the result.
+    """Compress once and check the design's eight invariants (and that an input strict
+    chat APIs accept gives an output they accept: one leading system block, a user
+    turn first, user and assistant alternating); return the result.
 
     Returns ``None`` when the compressor raised :class:`BudgetError` honestly (the error
     reports a requirement above the budget). Raises :class:`ContractViolation` naming
@@ -186,6 +194,15 @@ def check_invariants(
         or again.trace != result.trace
     ):
         _fail("deterministic", "the same input and settings gave a different output")
+    # And a valid request for strict chat APIs when the input is one (a best-effort
+    # result over the budget keeps what it must instead).
+    valid_in = original and not turn_order_problems(original)
+    if valid_in and after <= budget and turn_order_problems(out):
+        _fail(
+            "strict APIs",
+            f"the input is a valid request for strict chat APIs and the output is not: "
+            f"{'; '.join(turn_order_problems(out))}",
+        )
     # 7. Reversible where claimed: every changed output expands back.
     if getattr(compressor, "reversible", False) and out != original:
         expand = getattr(compressor, "expand", None)

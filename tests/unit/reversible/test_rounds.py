@@ -96,7 +96,7 @@ def test_round_trip_on_the_shared_conversations(name):
     assert convs and refused <= 2
 
 
-def test_without_a_note_a_block_carries_the_round_and_references_within_their_share():
+def test_a_gap_note_carries_the_round_and_references_within_their_share():
     msgs = next(m for name, m in example_conversations() if "sqlfluff" in name)
     store = MemoryStore()
     budget = COUNTER.count_messages(msgs) // 10
@@ -104,9 +104,10 @@ def test_without_a_note_a_block_carries_the_round_and_references_within_their_sh
         msgs, budget=budget, counter=COUNTER
     )
     block = next(
-        m for m in result.messages if m.metadata.get("ctxfold", {}).get("kind") == "references"
+        m for m in result.messages if m.metadata.get("ctxfold", {}).get("round") == result.round_id
     )
-    assert result.messages[1] is block  # right after the system prompt
+    # Right after the system prompt, as the user: the window opens with the assistant.
+    assert result.messages[1] is block and block.role == "user"
     left_out = result.decision_counts()["dropped"]
     head = block.text.splitlines()[0]
     assert head.startswith(

@@ -40,6 +40,11 @@ def cost(msgs):
     return COUNTER.count_messages(msgs)
 
 
+def gap(count: int) -> Message:
+    """The note that opens a window starting on an assistant turn, for strict APIs."""
+    return Message("user", f"[ctxfold: {count} earlier messages left out]")
+
+
 def test_keeps_system_and_the_newest_whole_units():
     msgs = history()
     budget = cost([msgs[0], *msgs[5:]])
@@ -57,16 +62,34 @@ def test_keeps_system_and_the_newest_whole_units():
 def test_never_splits_a_tool_exchange():
     msgs = history()
     # room for the last assistant message and one tool result, but not the whole exchange
-    budget = cost([msgs[0], msgs[8], msgs[9]])
+    budget = cost([msgs[0], gap(8), msgs[8], msgs[9]])
     result = SlidingWindow().compress(msgs, budget=budget, counter=COUNTER)
-    assert list(result.messages) == [msgs[0], msgs[9]]
+    assert list(result.messages) == [msgs[0], gap(8), msgs[9]]
 
 
 def test_window_is_contiguous_it_does_not_skip_a_big_unit_to_keep_older_ones():
     msgs = history()
     budget = cost([msgs[0], msgs[1], *msgs[4:]])  # fits 1 + 4.. but not the big unit 2-3
     result = SlidingWindow().compress(msgs, budget=budget, counter=COUNTER)
-    assert list(result.messages) == [msgs[0], *msgs[4:]]
+    assert list(result.messages) == [msgs[0], gap(3), *msgs[4:]]
+
+
+def test_a_window_that_opens_on_an_assistant_turn_gets_a_user_note_and_room_for_it():
+    msgs = history()
+    budget = cost([msgs[0], *msgs[4:]])  # the window 4.. fits, but not with the note
+    result = SlidingWindow().compress(msgs, budget=budget, counter=COUNTER)
+    # 4 made room, and the window now opens on the user: no note needed
+    assert list(result.messages) == [msgs[0], *msgs[5:]]
+    assert result.trace[4].action == "dropped" and result.stats.tokens_after <= budget
+    # After the kept task (a user turn), a window opening on the user needs an
+    # assistant note between them, or room made by the window, never by the task.
+    msgs[4] = Message("assistant", "The token check is inverted in the middleware. " * 5)
+    bridge = Message("assistant", "[ctxfold: 3 earlier messages left out]")
+    budget = cost([msgs[0], msgs[1], bridge, *msgs[5:]])
+    roomy = SlidingWindow(keep_first=1).compress(msgs, budget=budget, counter=COUNTER)
+    assert list(roomy.messages) == [msgs[0], msgs[1], bridge, *msgs[5:]]
+    tight = SlidingWindow(keep_first=1).compress(msgs, budget=budget - 1, counter=COUNTER)
+    assert list(tight.messages) == [msgs[0], msgs[1], *msgs[6:]]
 
 
 def test_keep_first_keeps_the_task_statement():
@@ -105,7 +128,7 @@ def test_budget_error_when_the_newest_unit_alone_cannot_fit():
 def test_best_effort_returns_pinned_and_newest_unit_over_budget(caplog):
     msgs = history()
     result = SlidingWindow(overflow="best_effort").compress(msgs, budget=5, counter=COUNTER)
-    assert list(result.messages) == [msgs[0], msgs[9]]
+    assert list(result.messages) == [msgs[0], gap(8), msgs[9]]
     assert not result.stats.fits
     assert result.trace[9].reason == "window:over_budget"
     assert "over the budget" in caplog.text

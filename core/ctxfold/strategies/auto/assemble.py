@@ -6,6 +6,7 @@ the identifiers of folded content that appear nowhere else."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
@@ -16,8 +17,8 @@ from ...result import (
     NOTE_KEY,
     Action,
     Decision,
-    after_system_block,
     earlier,
+    insert_note,
     note_message,
 )
 from ...text.layers import Layers, build_codebook
@@ -136,6 +137,37 @@ def _in_place(
     return new, Decision(i, done, "selected", t, after, step, tuple(p.reasons))
 
 
+def _alternating(messages: Sequence[Message], layout: Layout, whole: list[Unit]) -> set[int]:
+    """The indexes of the ``whole`` units that stay in place, less those that would sit
+    beside a message of their own role (user or assistant) across folded messages: those
+    are folded too, so turns alternate as strict chat APIs require (the one gap left,
+    between the kept task and the recent messages, the note fills)."""
+    unit_of = {i: u for u in whole for i in u.indices}
+    fixed = layout.pinned.keys() if isinstance(layout.pinned, dict) else layout.pinned
+    kept = sorted({*fixed, *layout.verbatim, *unit_of})
+    out: list[int] = []
+    dropped: set[int] = set()
+    for i in kept:
+        if i in dropped:
+            continue
+        while out and _clash(messages, out[-1], i) and out[-1] in unit_of:
+            gone = unit_of[out[-1]]
+            dropped.update(gone.indices)
+            del out[len(out) - len([k for k in out if k in gone.indices]) :]
+        if out and _clash(messages, out[-1], i) and i in unit_of:
+            dropped.update(unit_of[i].indices)
+            continue
+        out.append(i)
+    return {i for i in unit_of if i not in dropped}
+
+
+def _clash(messages: Sequence[Message], a: int, b: int) -> bool:
+    """Whether kept messages ``a`` < ``b`` would sit side by side in the same role
+    with folded messages between them."""
+    role = messages[a].role
+    return b > a + 1 and role == messages[b].role and role in ("user", "assistant")
+
+
 def assemble(
     conv: Conversation,
     layout: Layout,
@@ -149,9 +181,8 @@ def assemble(
     messages, tokens, counter, plans = conv.messages, conv.tokens, conv.counter, layout.plans
     in_place: set[int] = set()
     if not force_fold:
-        for u in layout.old_units:
-            if all(plans[i].complete() for i in u.indices):
-                in_place.update(u.indices)
+        whole = [u for u in layout.old_units if all(plans[i].complete() for i in u.indices)]
+        in_place = _alternating(messages, layout, whole)
     out: list[Message] = []
     trace: list[Decision] = []
     lines: list[str] = []
@@ -174,7 +205,7 @@ def assemble(
             p = plans[i]
             folded += 1
             if note_at is None:
-                note_at = -1  # placed once the output is known (see below)
+                note_at = len(out)  # where the folded messages begin; placed below
             shown = condensed(p) if not force_fold else ""
             if shown and lines and last_tag == p.tag and not p.tag.startswith("tool"):
                 lines[-1] += " " + shown  # the same speaker again: one tag for both
@@ -188,8 +219,8 @@ def assemble(
             m.text + " " + " ".join(c.arguments for c in m.tool_calls) for m in out
         ) + "\n".join(lines)
         listed = [v for (v, _), ok in zip(layout.pool, chosen_ids, strict=True) if ok]
-        note_at = after_system_block(out)
-        out.insert(note_at, notes.write(folded, lines, listed, shown_text, counter))
+        note = notes.write(folded, lines, listed, shown_text, counter)
+        note_at = insert_note(out, note, hole=note_at)
     return Assembled(out, trace, note_at)
 
 

@@ -169,27 +169,20 @@ def _converge(
 
 
 def _fold_all(conv: Conversation, layout: Layout, notes: Notes, opts: AutoOptions) -> Fitted:
-    """Nothing selected fits: every older message folded into the shortest note, or,
-    if even that is over, the pinned messages alone (or the overflow policy)."""
+    """Nothing selected fits: every older message folded into the shortest note. When
+    even that is over the budget, the overflow policy decides: the pinned messages
+    alone would be no request at all (strict chat APIs need a turn after the system
+    block), so it is a :class:`ctxfold.BudgetError`, or the note over budget."""
     bare = Layout(layout.pinned, {}, layout.old_units, layout.plans, [])
     out, trace, note_at = assemble(conv, bare, [], notes, opts.name, force_fold=True)
     required = conv.counter.count_messages(out)
     if required > conv.budget:
-        if len(out) > 1 and note_at is not None:  # the pinned messages alone, then
-            out, note_at = [m for k, m in enumerate(out) if k != note_at], None
-            trace = [
-                replace(d, action="dropped", reason="over_budget", flags=())
-                if d.action in ("summarized", "deduplicated")
-                else d
-                for d in trace
-            ]
-        else:  # nothing at all would fit: never return [] silently
-            overflow(
-                opts.overflow,
-                required=required,
-                budget=conv.budget,
-                what="the shortest note on the folded messages",
-            )
+        overflow(
+            opts.overflow,
+            required=required,
+            budget=conv.budget,
+            what="the pinned messages and the shortest note on the folded ones",
+        )
     return Fitted(out, trace, note_at, layout.plans, [])
 
 
@@ -271,6 +264,7 @@ def summarize_note(
     )
     for _ in range(POLICY.summary_tries):
         new = notes.write(len(folded), [text], listed, others + "\n" + text, counter, True)
+        new = replace(new, role=note.role)  # the role insert_note gave the note
         over = counter.count_message(new) - room
         if over <= 0:
             return [*out[:at], new, *out[at + 1 :]]
