@@ -7,9 +7,11 @@
 The top level holds what a user needs; each family has its own subpackage:
 :mod:`ctxfold.strategies` (the strategies, their registry and profiles),
 :mod:`ctxfold.reversible` (rounds, expand, the expand tool), :mod:`ctxfold.rendering`
-(turns and renderers), :mod:`ctxfold.references`, :mod:`ctxfold.storage` (cache and
-verbatim stores), :mod:`ctxfold.models` (summarizers, embedders), :mod:`ctxfold.text`
-(layers, adapters, scoring), :mod:`ctxfold.testing` (the contract suite).
+(turns and renderers), :mod:`ctxfold.session` (:class:`Session`: a growing
+conversation compressed turn after turn), :mod:`ctxfold.references`,
+:mod:`ctxfold.storage` (cache and verbatim stores), :mod:`ctxfold.models` (summarizers,
+embedders), :mod:`ctxfold.text` (layers, adapters, scoring), :mod:`ctxfold.testing` (the
+contract suite).
 
 Importing ctxfold loads only the standard library; tiktoken loads on first count.
 """
@@ -36,6 +38,7 @@ from .messages import Message, ToolCall, from_anthropic, from_openai, to_anthrop
 from .rendering import Turn, render
 from .result import CompressionResult
 from .reversible import expand, expand_tool
+from .session import Session
 from .storage import MemoryStore, RedisStore, SQLiteStore, get_store
 from .strategies import (
     AutoCompressor,
@@ -97,6 +100,7 @@ __all__ = [
     "RedisStore",
     "SQLiteStore",
     "SemanticCompressor",
+    "Session",
     "SlidingWindow",
     "Strategy",
     "SummarizerError",

@@ -25,7 +25,7 @@ LAYERS: list[set[str]] = [
     {"models", "references"},
     {"reversible"},
     {"strategies"},
-    {"rendering"},
+    {"rendering", "session"},
     {"_api", "cli", "__main__", "testing", "__init__"},
 ]
 

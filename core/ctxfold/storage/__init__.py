@@ -6,7 +6,15 @@ Both come in memory, SQLite and Redis backends and read the same specs (:mod:`.s
 from .backends import CacheBackend, MemoryBackend, RedisBackend, SQLiteBackend
 from .cache import Cache, CacheStats, cache_key, get_cache
 from .spec import sqlite_path
-from .store import DEFAULT_MAX_BYTES, MemoryStore, RedisStore, SQLiteStore, VerbatimStore, get_store
+from .store import (
+    DEFAULT_MAX_BYTES,
+    MemoryStore,
+    NamespacedStore,
+    RedisStore,
+    SQLiteStore,
+    VerbatimStore,
+    get_store,
+)
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
@@ -15,6 +23,7 @@ __all__ = [
     "CacheStats",
     "MemoryBackend",
     "MemoryStore",
+    "NamespacedStore",
     "RedisBackend",
     "RedisStore",
     "SQLiteBackend",

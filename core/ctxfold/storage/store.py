@@ -30,7 +30,14 @@ from ._redis import import_redis, redact
 from ._sqlite import SQL_CHUNK, SQLiteFile, check_sqlite_file, immediate
 from .spec import Kind, parse_spec
 
-__all__ = ["MemoryStore", "RedisStore", "SQLiteStore", "VerbatimStore", "get_store"]
+__all__ = [
+    "MemoryStore",
+    "NamespacedStore",
+    "RedisStore",
+    "SQLiteStore",
+    "VerbatimStore",
+    "get_store",
+]
 
 #: What the process's shared default memory store holds at most (256 MiB).
 DEFAULT_MAX_BYTES = 256 * 2**20
@@ -316,6 +323,32 @@ class RedisStore(Closing):
 
     def __repr__(self) -> str:
         return f"RedisStore({redact(self.url)!r}, prefix={self.prefix!r})"
+
+
+class NamespacedStore:
+    """One namespace of another store: every id is written and read as
+    ``namespace + id``. A :class:`ctxfold.Session` writes through one named for its id,
+    so two sessions sharing a store never read each other's entries."""
+
+    def __init__(self, store: VerbatimStore, namespace: str) -> None:
+        if not isinstance(namespace, str) or not namespace:
+            raise ConfigurationError(f"namespace must be a non-empty string, got {namespace!r}")
+        self.store = store
+        self.namespace = namespace
+
+    def put_many(self, entries: Mapping[str, bytes]) -> None:
+        """Store every entry under the namespace, all or none."""
+        _check_entries(entries)
+        ns = self.namespace
+        self.store.put_many({ns + key: value for key, value in entries.items()})
+
+    def get_many(self, ids: Sequence[str]) -> list[bytes | None]:
+        """The values under ``ids`` in the namespace, in order (``None`` where unknown)."""
+        ns = self.namespace
+        return self.store.get_many([ns + i for i in ids])
+
+    def __repr__(self) -> str:
+        return f"NamespacedStore({self.store!r}, {self.namespace!r})"
 
 
 _FORMS = (

@@ -1,0 +1,8 @@
+"""Sessions: one growing conversation compressed turn after turn, in time proportional
+to what is new, with a prefix a provider's prompt cache can keep (:class:`Session`).
+:mod:`.log` is the session's append-only record in a store, :mod:`.fold` one
+compaction."""
+
+from .session import Session
+
+__all__ = ["Session"]

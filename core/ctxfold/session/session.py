@@ -1,0 +1,306 @@
+"""``ctxfold.Session``: one conversation compressed turn after turn.
+
+A session keeps the full history (never altered) and its compression state in a
+store. Between compactions a render is the previous render plus the new messages,
+byte for byte, so a provider's prompt cache keeps hitting; when the view would pass
+the budget (the high-water mark), one reversible round compacts the previous prefix
+and the messages since down to the low-water mark (60% of the budget by default).
+A render does work in proportion to the new messages and the output, not the history.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import uuid
+from collections.abc import Iterable, Mapping
+from itertools import accumulate
+from typing import Any
+
+from .._state import default
+from ..contract import CounterSpec, MessageLike, Strategy
+from ..exceptions import BudgetError, ConfigurationError
+from ..messages import Message, as_messages
+from ..result import CompressionResult, CompressionStats, Decision
+from ..reversible.expand import expand
+from ..reversible.rounds import RoundSettings
+from ..reversible.tool import ExpandTool
+from ..storage.store import MemoryStore, VerbatimStore, get_store
+from ..strategies.base import check_budget
+from ..strategies.registry import normalize
+from ..tokens import TokenCounter, get_counter
+from .fold import compact, open_start
+from .log import Fold, SessionLog
+
+__all__ = ["Session"]
+
+_STEP = "session"
+
+
+def _session_store() -> MemoryStore:
+    """The store of sessions given none: one per process, never capped (a memory
+    history lives as long as the process, as in every chat-history class)."""
+    return default("sessions", MemoryStore)
+
+
+def _check_water(low_water: object, high_water: object) -> tuple[float, float]:
+    marks = (low_water, high_water)
+    if any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in marks):
+        raise ConfigurationError(
+            f"low_water and high_water must be numbers, got {low_water!r} and {high_water!r}"
+        )
+    low, high = float(low_water), float(high_water)  # type: ignore[arg-type]
+    if not 0 < low <= high <= 1:
+        raise ConfigurationError(
+            f"watermarks must satisfy 0 < low_water <= high_water <= 1 (shares of the "
+            f"budget), got low_water={low} and high_water={high}"
+        )
+    return low, high
+
+
+def _check_strategy(strategy: Any) -> Strategy:
+    compressor = normalize(strategy)
+    if not isinstance(compressor, Strategy):
+        raise ConfigurationError(
+            f"a session compacts in reversible rounds, so its strategy must implement "
+            f"ctxfold.Strategy (compact, pin_roles, overflow); {compressor!r} does not: "
+            "use a built-in strategy name such as 'auto' or a BaseCompressor subclass"
+        )
+    return compressor
+
+
+class Session:
+    """One conversation's full history and its compression state, behind a store.
+
+    Args:
+        session_id: names the session in its store (default: a new random id). Every
+            key the session writes is in a namespace of its own.
+        budget: the default token budget of :meth:`render`.
+        strategy: what compacts (any form :func:`ctxfold.normalize` reads; default
+            ``"auto"``); it must implement :class:`ctxfold.Strategy`.
+        counter: how tokens are counted (as for :func:`ctxfold.compress`).
+        store: where the history, the compactions and the originals go: ``None`` (a
+            memory store the process's sessions share), ``"sqlite:///path.db"``, a Redis
+            URL, or a :class:`ctxfold.storage.VerbatimStore`.
+        cache_stable: compact in blocks, down to ``low_water`` of the budget, so that
+            renders between compactions extend each other byte for byte (default).
+            ``False`` compacts to the whole budget, the tightest fit on every turn.
+        low_water, high_water: shares of the budget: a render whose view would pass
+            ``high_water`` compacts down to ``low_water``.
+
+    ``Session.load(session_id, store=...)`` reopens a stored session after a restart
+    with its history and compactions, so it renders what the uninterrupted session
+    would have. One writer per session id at a time.
+    """
+
+    def __init__(
+        self,
+        session_id: str | None = None,
+        *,
+        budget: int | None = None,
+        strategy: Any = "auto",
+        counter: CounterSpec = "o200k_base",
+        store: VerbatimStore | str | None = None,
+        cache_stable: bool = True,
+        low_water: float = 0.6,
+        high_water: float = 1.0,
+    ) -> None:
+        if session_id is None:
+            session_id = uuid.uuid4().hex
+        if not isinstance(session_id, str) or not session_id:
+            raise ConfigurationError(f"session_id must be a non-empty string, got {session_id!r}")
+        if not isinstance(cache_stable, bool):
+            raise ConfigurationError(f"cache_stable must be True or False, got {cache_stable!r}")
+        self.session_id = session_id
+        self.budget = None if budget is None else check_budget(budget)
+        self.strategy = _check_strategy(strategy)
+        self.counter: TokenCounter = get_counter(counter)
+        self._overhead = self.counter.count_messages([])  # reply priming
+        self.store: VerbatimStore = _session_store() if store is None else get_store(store)
+        self.cache_stable = cache_stable
+        self.low_water, self.high_water = _check_water(low_water, high_water)
+        self._log = SessionLog(self.store, session_id)
+        self._rounds = RoundSettings(store=self._log.store)
+        self._lock = threading.RLock()
+        self._reset()
+        history, folds = self._log.load()
+        self._extend(history)
+        for fold in folds:
+            self._apply(fold)
+
+    @classmethod
+    def load(cls, session_id: str, *, store: VerbatimStore | str, **settings: Any) -> Session:
+        """Reopen the stored session ``session_id`` (give the settings it was made
+        with: the compactions it stored were made with them)."""
+        return cls(session_id, store=store, **settings)
+
+    # ------------------------------------------------------------------ the state
+
+    def _reset(self) -> None:
+        self._history: list[Message] = []
+        self._cum: list[int] = [0]  # _cum[i]: tokens of the first i messages
+        self._trace: list[Decision] = []
+        self._fold: Fold | None = None
+        self._prefix_tokens = 0  # the fold's prefix, messages only
+
+    def _extend(self, messages: list[Message]) -> None:
+        count = self.counter.count_message
+        tokens = [count(m) for m in messages]
+        start = len(self._history)
+        self._history += messages
+        self._cum += list(accumulate(tokens, initial=self._cum[-1]))[1:]
+        self._trace += [
+            Decision(start + k, "kept", "fits_budget", t, t, _STEP) for k, t in enumerate(tokens)
+        ]
+
+    def _apply(self, fold: Fold) -> None:
+        """Make ``fold`` the current compaction: its prefix, and the trace of what it
+        did with each history message it took in."""
+        cum, trace = self._cum, self._trace
+        for d in fold.decisions:
+            before = cum[d.index + 1] - cum[d.index]
+            if d.action == "kept" and trace[d.index].action != "kept":
+                continue  # a message rewritten earlier stays rewritten
+            trace[d.index] = Decision(
+                d.index, d.action, d.reason, before, d.tokens_after, d.step, d.flags
+            )
+        self._fold = fold
+        self._prefix_tokens = sum(self.counter.count_message(m) for m in fold.prefix)
+
+    # ------------------------------------------------------------------ the verbs
+
+    @property
+    def history(self) -> tuple[Message, ...]:
+        """Every message added since the session began (or was cleared), unaltered."""
+        with self._lock:
+            return tuple(self._history)
+
+    def add(self, messages: Iterable[MessageLike] | MessageLike) -> None:
+        """Append messages (OpenAI dicts or :class:`ctxfold.Message`) to the history;
+        they are stored before this returns."""
+        one = isinstance(messages, (Mapping, Message))
+        msgs = as_messages([messages] if one else messages)  # type: ignore[list-item,arg-type]
+        if not msgs:
+            return
+        with self._lock:
+            self._log.append(msgs)
+            self._extend(msgs)
+
+    def render(self, budget: int | None = None) -> CompressionResult:
+        """The history as the model should see it now, in at most ``budget`` tokens
+        (default: the session's). Raises :class:`ctxfold.BudgetError` when what must be
+        kept cannot fit."""
+        started = time.perf_counter()
+        b = self._budget(budget)
+        with self._lock:
+            if self._view_tokens() > int(self.high_water * b):
+                self._compact(b)
+            return self._result(b, started)
+
+    async def aadd(self, messages: Iterable[MessageLike] | MessageLike) -> None:
+        """:meth:`add` in a worker thread (the store may do I/O)."""
+        await asyncio.to_thread(self.add, messages)
+
+    async def arender(self, budget: int | None = None) -> CompressionResult:
+        """:meth:`render` in a worker thread; the same result."""
+        return await asyncio.to_thread(self.render, budget)
+
+    def expand(self, entry_id: str) -> str:
+        """The originals behind a round id or an ``[expand <id>]`` marker of this
+        session, as text; raises :class:`ctxfold.ExpandError` for an id it never wrote."""
+        text: str = expand(entry_id, store=self._log.store)
+        return text
+
+    def expand_tool(self, *, max_tokens: int = 4000) -> ExpandTool:
+        """The expand tool over this session's originals, for the model."""
+        return ExpandTool(self._log.store, max_tokens=max_tokens, counter=self.counter)
+
+    def clear(self) -> None:
+        """Start over with an empty history (the old one stays in the store)."""
+        with self._lock:
+            self._log.clear()
+            self._reset()
+
+    def __len__(self) -> int:
+        return len(self._history)
+
+    def __repr__(self) -> str:
+        return (
+            f"Session({self.session_id!r}, {len(self._history)} messages, "
+            f"strategy={self.strategy.name!r}, store={self.store!r})"
+        )
+
+    # ------------------------------------------------------------------ rendering
+
+    def _budget(self, budget: int | None) -> int:
+        if budget is None:
+            if self.budget is None:
+                raise ConfigurationError(
+                    "render needs a budget: pass render(budget=...) or Session(budget=...)"
+                )
+            return self.budget
+        return check_budget(budget)
+
+    def _upto(self) -> int:
+        return self._fold.upto if self._fold else 0
+
+    def _view_tokens(self) -> int:
+        tail = self._cum[-1] - self._cum[self._upto()]
+        return self._overhead + self._prefix_tokens + tail
+
+    def _compact(self, budget: int) -> None:
+        """Compact to the low-water mark (the budget when not cache-stable, or when
+        what must be kept does not fit lower)."""
+        history = self._history
+        cut = open_start(history, self._upto())
+        waiting = self._cum[-1] - self._cum[cut]  # a call still waiting for its results
+        room = budget - waiting
+        low = int(self.low_water * budget) if self.cache_stable else budget
+        error: BudgetError | None = None
+        for target in dict.fromkeys((min(low, room), room)):
+            if target <= 0:
+                continue
+            try:
+                fold = compact(
+                    self.strategy, self._rounds, self.counter, history, self._fold, cut, target
+                )
+            except BudgetError as exc:
+                error = exc
+                continue
+            self._log.add_fold(fold)
+            self._apply(fold)
+            return
+        required = (error.required if error else 0) + waiting
+        raise BudgetError(
+            f"the session's history needs {required} tokens, over the budget of {budget}, "
+            "even compacted: raise the budget or shorten the system prompt",
+            required=max(required, budget + 1),
+            budget=budget,
+        )
+
+    def _result(self, budget: int, started: float) -> CompressionResult:
+        fold = self._fold
+        prefix = fold.prefix if fold else ()
+        out = (*prefix, *self._history[self._upto() :])
+        after = self._view_tokens()
+        before = self._overhead + self._cum[-1]
+        stats = CompressionStats(
+            strategy=self.strategy.name,
+            counter=self.counter.name,
+            budget=budget,
+            tokens_before=before,
+            tokens_after=after,
+            messages_before=len(self._history),
+            messages_after=len(out),
+            elapsed_ms=(time.perf_counter() - started) * 1000.0,
+            savings={},
+            usage={},
+        )
+        return CompressionResult(
+            messages=out,
+            stats=stats,
+            trace=tuple(self._trace),
+            strategy=self.strategy.name,
+            round_id=fold.round_id if fold else None,
+        )

@@ -1,0 +1,252 @@
+"""ctxfold.Session: renders that fit and extend each other, a record that survives a
+restart in SQLite and Redis, and sessions that never see each other."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import ctxfold
+from ctxfold import BudgetError, ConfigurationError, ExpandError, Message
+from ctxfold.session import Session
+from ctxfold.storage import MemoryStore, RedisStore, SQLiteStore
+from ctxfold.testing import check_tool_integrity
+from tests.conftest import example_conversations, shared_conversations
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def _conversations() -> list[tuple[str, list[Message]]]:
+    return example_conversations() + shared_conversations()[:4]
+
+
+def _drive(session: Session, msgs: list[Message], budget: int) -> list[ctxfold.CompressionResult]:
+    """Render before every assistant message, as an agent loop does, then add it."""
+    renders = []
+    for m in msgs:
+        if m.role == "assistant":
+            renders.append(session.render(budget))
+        session.add(m)
+    return renders
+
+
+def _replay(session: Session, msgs: list[Message], budget: int) -> list[ctxfold.CompressionResult]:
+    """:func:`_drive`, then one last render."""
+    return [*_drive(session, msgs, budget), session.render(budget)]
+
+
+def _wire(result: ctxfold.CompressionResult) -> str:
+    return json.dumps(result.to_openai(), sort_keys=True)
+
+
+@pytest.mark.parametrize("name,msgs", _conversations(), ids=lambda x: str(x)[:40])
+def test_every_render_fits_keeps_tool_calls_whole_and_extends_the_last(
+    name: str, msgs: list[Message]
+) -> None:
+    budget = 3000
+    session = Session(budget=budget, store=MemoryStore())
+    renders = _replay(session, msgs, budget)
+    counter = ctxfold.get_counter("o200k_base")
+    extended = 0
+    for k, r in enumerate(renders):
+        out = list(r.messages)
+        assert r.stats.tokens_after == counter.count_messages(out) <= budget
+        check_tool_integrity(msgs, out)
+        assert [d.index for d in r.trace] == list(range(r.stats.messages_before))
+        if k and r.round_id == renders[k - 1].round_id:
+            prev = renders[k - 1].to_openai()
+            assert r.to_openai()[: len(prev)] == prev  # byte for byte, for the cache
+            extended += 1
+    assert session.history == tuple(msgs)  # the record is never altered
+    assert extended >= (len(renders) - 1) / 2  # compactions are the exception
+    # Every round is reversible: the last render expands to the whole history.
+    back = ctxfold.expand(renders[-1], store=session.expand_tool().store)
+    assert back.complete and ctxfold.to_openai(back.messages) == ctxfold.to_openai(msgs)
+
+
+def test_compaction_goes_down_to_the_low_water_mark() -> None:
+    _, msgs = example_conversations()[1]
+    budget = 4000
+    session = Session(budget=budget, store=MemoryStore(), low_water=0.5)
+    renders = _drive(session, msgs, budget)
+    rounds = [k for k in range(1, len(renders)) if renders[k].round_id != renders[k - 1].round_id]
+    assert len(rounds) >= 2
+    for k in rounds:  # rendered before an assistant message: no call is waiting
+        assert renders[k].stats.tokens_after <= 0.5 * budget
+        assert renders[k - 1].stats.tokens_after <= budget
+
+
+def test_not_cache_stable_fits_tighter_and_compacts_more_often() -> None:
+    _, msgs = example_conversations()[-1]
+    budget = 2500
+    stable = Session(budget=budget, store=MemoryStore())
+    tight = Session(budget=budget, store=MemoryStore(), cache_stable=False)
+    a, b = _replay(stable, msgs, budget), _replay(tight, msgs, budget)
+    rounds_a = len({r.round_id for r in a} - {None})
+    rounds_b = len({r.round_id for r in b} - {None})
+    assert rounds_b > rounds_a
+    used_a = sum(r.stats.tokens_after for r in a)
+    used_b = sum(r.stats.tokens_after for r in b)
+    assert used_b > used_a  # the whole budget used on every turn
+
+
+def test_a_call_waiting_for_its_results_stays_whole_across_a_compaction() -> None:
+    _, msgs = example_conversations()[-1]
+    call_at = max(i for i, m in enumerate(msgs) if m.tool_calls and i > len(msgs) // 2)
+    session = Session(budget=2500, store=MemoryStore())
+    session.add(msgs[: call_at + 1])  # the call is in, its results are not
+    first = session.render()
+    assert first.messages[-1] == msgs[call_at]
+    session.add(msgs[call_at + 1 :])
+    check_tool_integrity(msgs, list(session.render().messages))
+
+
+def test_async_twins_give_the_sync_results() -> None:
+    _, msgs = example_conversations()[0]
+    sync, asyn = (
+        Session(budget=2000, store=MemoryStore()),
+        Session(budget=2000, store=MemoryStore()),
+    )
+
+    async def run() -> list[str]:
+        out = []
+        for m in msgs:
+            if m.role == "assistant":
+                out.append(_wire(await asyn.arender()))
+            await asyn.aadd(m)
+        return out
+
+    expected = []
+    for m in msgs:
+        if m.role == "assistant":
+            expected.append(_wire(sync.render()))
+        sync.add(m)
+    assert asyncio.run(run()) == expected
+
+
+def test_two_sessions_in_one_store_never_see_each_other() -> None:
+    store = MemoryStore()
+    (_, a_msgs), (_, b_msgs) = example_conversations()[:2]
+    a = Session("a", budget=1500, store=store)
+    b = Session("a:0", budget=1500, store=store)  # an id that extends the other's
+    ra, rb = _replay(a, a_msgs, 1500)[-1], _replay(b, b_msgs, 1500)[-1]
+    assert Session.load("a", store=store).history == tuple(a_msgs)
+    assert Session.load("a:0", store=store).history == tuple(b_msgs)
+    assert ra.round_id and rb.round_id
+    assert a.expand(ra.round_id)
+    with pytest.raises(ExpandError):
+        b.expand(ra.round_id)
+    with pytest.raises(ExpandError):
+        a.expand(rb.round_id)
+
+
+def test_clear_starts_over_and_keeps_the_old_record() -> None:
+    store = MemoryStore()
+    _, msgs = example_conversations()[0]
+    s = Session("c", budget=1500, store=store)
+    last = _replay(s, msgs, 1500)[-1]
+    s.clear()
+    assert s.history == () and s.render().messages == ()
+    s.add({"role": "user", "content": "hello again"})
+    again = Session.load("c", store=store, budget=1500)
+    assert [m.text for m in again.history] == ["hello again"]
+    assert last.round_id and again.expand(last.round_id)  # nothing is lost
+
+
+def test_settings_are_checked_when_the_session_is_made() -> None:
+    with pytest.raises(ConfigurationError, match="low_water"):
+        Session(low_water=0.9, high_water=0.5)
+    with pytest.raises(ConfigurationError, match="budget"):
+        Session(budget=-1)
+    with pytest.raises(ConfigurationError, match="cache_stable"):
+        Session(cache_stable="yes")  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="session_id"):
+        Session("")
+    with pytest.raises(ConfigurationError, match="budget"):
+        Session(store=MemoryStore()).render()
+    with pytest.raises(ConfigurationError):
+        Session(strategy="no_such_strategy")
+
+
+def test_a_system_prompt_over_the_budget_is_a_budget_error() -> None:
+    s = Session(budget=200, store=MemoryStore())
+    s.add([{"role": "system", "content": "rule " * 400}, {"role": "user", "content": "hi"}])
+    with pytest.raises(BudgetError) as info:
+        s.render()
+    assert info.value.budget == 200 and info.value.required > 200
+    assert len(s.history) == 2  # nothing is lost
+
+
+def _store_roundtrip(store_spec: object, make_store) -> None:  # type: ignore[no-untyped-def]
+    _, msgs = example_conversations()[-1]
+    half = len(msgs) // 2
+    whole = Session("s", budget=2000, store=MemoryStore())
+    first = Session("s", budget=2000, store=make_store())
+    for m in msgs[:half]:
+        if m.role == "assistant":
+            assert _wire(first.render()) == _wire(whole.render())
+        first.add(m)
+        whole.add(m)
+    again = Session.load("s", store=make_store(), budget=2000)
+    for m in msgs[half:]:
+        if m.role == "assistant":
+            assert _wire(again.render()) == _wire(whole.render())
+        again.add(m)
+        whole.add(m)
+    assert _wire(again.render()) == _wire(whole.render())
+    assert again.history == tuple(msgs)
+
+
+def test_a_session_in_sqlite_renders_after_reopening_as_if_uninterrupted(tmp_path: Path) -> None:
+    path = tmp_path / "sessions.db"
+    _store_roundtrip(path, lambda: SQLiteStore(path))
+
+
+def test_a_session_in_redis_renders_after_reopening_as_if_uninterrupted(
+    redis_url: str, redis_prefix: str
+) -> None:
+    _store_roundtrip(redis_url, lambda: RedisStore(redis_url, prefix=redis_prefix))
+
+
+_KILLED = """
+import os, signal, sys
+from ctxfold.session import Session
+from tests.conftest import example_conversations
+_, msgs = example_conversations()[-1]
+s = Session("agent", budget=2000, store=sys.argv[1])
+for m in msgs[: len(msgs) // 2]:
+    if m.role == "assistant":
+        s.render()
+    s.add(m)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_process_killed_mid_conversation_resumes_where_it_stopped(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'agent.db'}"
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(_KILLED), url],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        timeout=120,
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()
+    _, msgs = example_conversations()[-1]
+    whole = Session(budget=2000, store=MemoryStore())
+    _drive(whole, msgs[: len(msgs) // 2], 2000)
+    resumed = Session.load("agent", store=url, budget=2000)
+    assert resumed.history == tuple(msgs[: len(msgs) // 2])
+    for m in msgs[len(msgs) // 2 :]:
+        if m.role == "assistant":
+            assert _wire(resumed.render()) == _wire(whole.render())
+        resumed.add(m)
+        whole.add(m)
