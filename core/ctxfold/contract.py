@@ -29,6 +29,7 @@ __all__ = [
     "MessageLike",
     "Overflow",
     "Pinned",
+    "Prepares",
     "Strategy",
 ]
 
@@ -152,4 +153,15 @@ class Strategy(Compressor, Protocol):
     def compact(self, conversation: Conversation) -> Compaction:
         """Select for ``conversation.budget``: the strategy itself, without the
         contract's bookkeeping (stats, hooks) or any layer around it."""
+        ...
+
+
+@runtime_checkable
+class Prepares(Protocol):
+    """A strategy that can do part of its work on messages as they arrive (``auto``
+    analyses each message alone, memoized by content): a :class:`ctxfold.Session` calls
+    it on new messages, so that a compaction does only what depends on the whole."""
+
+    def prepare(self, messages: Sequence[Message], tokens: Sequence[int]) -> None:
+        """Work ahead on ``messages`` (``tokens``: what each costs)."""
         ...

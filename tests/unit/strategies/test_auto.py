@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -370,3 +371,41 @@ def test_tool_results_keep_one_tag_each():
     r = AutoCompressor(reversible=False).compress(msgs, budget=budget, counter=COUNTER)
     note = next(m for m in r.messages if m.metadata.get("ctxfold")).text
     assert note.count("tool result: ") == 3
+
+
+def test_a_note_folded_again_keeps_the_weight_of_what_it_listed():
+    from ctxfold.strategies.auto.plan import identifier_pool
+
+    msgs = [Message("system", "Agent.")]
+    for k in range(30):
+        path = f"src/pkg/module_{k:02d}.py"
+        msgs += [
+            Message("user", f"Check {path} and {path} again for the bug BUG-{k:03d}."),
+            Message("assistant", f"Looked at {path}: nothing wrong in BUG-{k:03d} there."),
+        ]
+    first = AutoCompressor(reversible=False).compress(msgs, budget=900, counter=COUNTER)
+    note = next(m for m in first.messages if m.metadata.get("ctxfold"))
+    weights = note.metadata["ctxfold"]["weights"]
+    assert weights and set(weights) <= set(note.metadata["ctxfold"]["listed"])
+    # Folded again, what the note listed keeps that weight (named once in the note,
+    # it would otherwise count as mentioned once).
+    listed = next(iter(weights))
+    assert dict(identifier_pool({}, [], -1, {1: weights}))[listed] == weights[listed]
+    later = [
+        *first.messages,
+        *(
+            Message("user" if k % 2 == 0 else "assistant", f"Also saw lib/extra_{k}.py.")
+            for k in range(20)
+        ),
+    ]
+    plain = [
+        m if not m.metadata.get("ctxfold") else dataclasses.replace(m, metadata={}) for m in later
+    ]
+    again = AutoCompressor(reversible=False).compress(later, budget=500, counter=COUNTER)
+    without = AutoCompressor(reversible=False).compress(plain, budget=500, counter=COUNTER)
+
+    def kept(r: ctxfold.CompressionResult) -> int:
+        text = "\n".join(m.text for m in r.messages)
+        return sum(v in text for v in weights)
+
+    assert kept(again) > kept(without)  # 56 against 45 when written

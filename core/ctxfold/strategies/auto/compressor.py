@@ -7,14 +7,14 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ...contract import Compaction, Conversation
 from ...exceptions import ConfigurationError
-from ...messages import ROLES
+from ...messages import ROLES, Message
 from ...models.summarizers import Summarizer, as_summarizer
 from ...text.adapters import FormatAdapter
 from ...text.layers import Layers
 from ..base import BaseCompressor, CachedOptions, check_choice, check_share
 from .analysis import Analyzer
 from .assemble import Notes, savings
-from .fit import fill, fit, summarize_note
+from .fit import fill, fit, summarize_note, with_weights
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -90,11 +90,19 @@ class AutoCompressor(BaseCompressor):
         check_choice("note_role", note_role, sorted(ROLES))
         self.note_role = note_role
 
+    def prepare(self, messages: Sequence[Message], tokens: Sequence[int]) -> None:
+        """Analyse each message alone ahead of a compaction (memoized by content, as a
+        compaction would): a session calls this as messages arrive."""
+        analyzer = Analyzer(self.layers, self.adapters)
+        for m, t in zip(messages, tokens, strict=True):
+            if m.role not in self.pin_roles:
+                analyzer(m, t)
+
     def compact(self, conv: Conversation) -> Compaction:
         """Analyse, plan, select, assemble and fit (see :mod:`ctxfold.strategies.auto`)."""
         notes = Notes(self.note_role, self.layers)
         fitted = fit(conv, self, Analyzer(self.layers, self.adapters), notes)
         fitted = fill(fitted, conv.budget, conv.counter)
-        out = summarize_note(conv, fitted, self, notes)
+        out = with_weights(summarize_note(conv, fitted, self, notes), fitted.note_at, fitted.pool)
         note = None if fitted.note_at is None else out[fitted.note_at]
         return Compaction(out, fitted.trace, savings(fitted.plans, conv.tokens, note, conv.counter))

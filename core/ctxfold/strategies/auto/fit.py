@@ -5,6 +5,7 @@ and let an LLM summarizer rewrite the note's condensed lines if one is set."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
@@ -99,7 +100,7 @@ def fit(conv: Conversation, opts: AutoOptions, analyzer: Analyzer, notes: Notes)
     if analyzer.layers.dedup:
         mark_duplicates(messages, plans)
 
-    pool = identifier_pool(plans, old_idx, task)
+    pool = identifier_pool(plans, old_idx, task, carried_weights(messages, old_idx))
     verbatim_text = "\n".join(
         messages[i].text + " ".join(c.arguments for c in messages[i].tool_calls) for i in verbatim
     )
@@ -127,6 +128,31 @@ def fit(conv: Conversation, opts: AutoOptions, analyzer: Analyzer, notes: Notes)
     if done is not None:
         return Fitted(*done, plans, pool)
     return _fold_all(conv, layout, notes, opts)
+
+
+def carried_weights(messages: Sequence[Message], old_idx: list[int]) -> dict[int, dict[str, float]]:
+    """The weights earlier notes among the older messages gave what they listed."""
+    out: dict[int, dict[str, float]] = {}
+    for i in old_idx:
+        meta = messages[i].metadata.get(NOTE_KEY)
+        weights = meta.get("weights") if isinstance(meta, Mapping) else None
+        if isinstance(weights, Mapping):
+            out[i] = {str(v): float(w) for v, w in weights.items()}
+    return out
+
+
+def with_weights(
+    out: list[Message], at: int | None, pool: list[tuple[str, float]]
+) -> list[Message]:
+    """The note at ``at`` with the weight of each identifier it lists in its metadata,
+    for a later round that folds it again (see :func:`identifier_pool`)."""
+    if at is None:
+        return out
+    note = out[at]
+    meta = dict(note.metadata[NOTE_KEY])
+    listed = set(meta.get("listed", ()))
+    meta["weights"] = {v: round(w, 4) for v, w in pool if v in listed}
+    return [*out[:at], replace(note, metadata={NOTE_KEY: meta}), *out[at + 1 :]]
 
 
 @dataclass

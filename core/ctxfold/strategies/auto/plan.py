@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ...messages import Message, ToolCall
@@ -140,10 +141,16 @@ def id_value(ident: str, weight: float) -> float:
 
 
 def identifier_pool(
-    plans: dict[int, Plan], old_idx: list[int], task: int
+    plans: dict[int, Plan],
+    old_idx: list[int],
+    task: int,
+    carried: Mapping[int, Mapping[str, float]] | None = None,
 ) -> list[tuple[str, float]]:
     """Identifiers of older messages, the most worth listing first: by kind, by how
-    often they recur, and those of the task statement before all others."""
+    often they recur, and those of the task statement before all others. ``carried``
+    maps an earlier note's index to the weights its identifiers had when it listed
+    them: folded again, they keep at least that weight (a note names each once, so
+    by its own count they would lose to what came since)."""
     freq: dict[str, float] = defaultdict(float)
     kind_of: dict[str, str] = {}
     first: dict[str, int] = {}
@@ -153,10 +160,20 @@ def identifier_pool(
             freq[value] += echo
             kind_of.setdefault(value, kind)
             first.setdefault(value, i)
+    kept: dict[str, float] = {}
+    for i, weights in (carried or {}).items():
+        for value, w in weights.items():
+            kept[value] = max(kept.get(value, 0.0), w)
+            freq[value] = max(freq[value], 1.0)
+            kind_of.setdefault(value, "id")
+            first.setdefault(value, i)
     weight = {
-        v: KIND_WEIGHT.get(kind_of[v], 1.0)
-        * (1 + math.log(freq[v]))
-        * (POLICY.task_id_boost if first[v] == task else 1.0)
+        v: max(
+            KIND_WEIGHT.get(kind_of[v], 1.0)
+            * (1 + math.log(freq[v]))
+            * (POLICY.task_id_boost if first[v] == task else 1.0),
+            kept.get(v, 0.0),
+        )
         for v in freq
     }
     return [(v, weight[v]) for v in sorted(freq, key=lambda v: (-weight[v], first[v], v))]
