@@ -64,6 +64,20 @@ def ctxfold_method(strategy: str, **options: Any) -> Method:
     return run
 
 
+def langchain_count(msgs: list[Any]) -> int:
+    """Tokens of LangChain messages, counted as ctxfold's o200k_base counter does."""
+    enc = ENC.encoding
+    total = 3
+    for m in msgs:
+        content = m.content if isinstance(m.content, str) else json.dumps(m.content)
+        total += 3 + len(enc.encode_ordinary(content))
+        if m.name:
+            total += 1 + len(enc.encode_ordinary(m.name))
+        for c in getattr(m, "tool_calls", []) or []:
+            total += 3 + len(enc.encode_ordinary(c["name"] + json.dumps(c["args"])))
+    return total
+
+
 def trim_messages_method() -> Method | None:
     try:
         from langchain_core.messages import convert_to_messages, trim_messages
@@ -71,26 +85,13 @@ def trim_messages_method() -> Method | None:
         return None
     from langchain_ctx import from_langchain
 
-    enc = ENC.encoding
-
-    def count(msgs: list[Any]) -> int:  # the same accounting as ctxfold's counter
-        total = 3
-        for m in msgs:
-            content = m.content if isinstance(m.content, str) else json.dumps(m.content)
-            total += 3 + len(enc.encode_ordinary(content))
-            if m.name:
-                total += 1 + len(enc.encode_ordinary(m.name))
-            for c in getattr(m, "tool_calls", []) or []:
-                total += 3 + len(enc.encode_ordinary(c["name"] + json.dumps(c["args"])))
-        return total
-
     def run(raw: list[dict[str, Any]], budget: int) -> tuple[list[Message], float]:
         lc = convert_to_messages(raw)
         t = time.perf_counter()
         out = trim_messages(
             lc,
             max_tokens=budget,
-            token_counter=count,
+            token_counter=langchain_count,
             strategy="last",
             include_system=True,
             allow_partial=False,

@@ -19,7 +19,7 @@ from itertools import accumulate
 from typing import Any
 
 from .._state import default
-from ..contract import CounterSpec, MessageLike, Strategy
+from ..contract import CounterSpec, MessageLike, Prepares, Strategy
 from ..exceptions import BudgetError, ConfigurationError
 from ..messages import Message, as_messages
 from ..result import CompressionResult, CompressionStats, Decision
@@ -44,19 +44,28 @@ def _session_store() -> MemoryStore:
     return default("sessions", MemoryStore)
 
 
-def _check_water(low_water: object, high_water: object) -> tuple[float, float]:
-    marks = (low_water, high_water)
+#: With ``low_water=None`` a compaction leaves room for about this many turns' growth
+#: (two messages a turn, at the history's mean size), so that about 1 render in 20
+#: begins a new prefix; the room is kept between these shares of the budget.
+GAP_TURNS = 20
+GAP_RANGE = (0.1, 0.4)
+
+
+def _check_water(low_water: object, high_water: object) -> tuple[float | None, float]:
+    marks = (high_water,) if low_water is None else (low_water, high_water)
     if any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in marks):
         raise ConfigurationError(
-            f"low_water and high_water must be numbers, got {low_water!r} and {high_water!r}"
+            f"low_water must be a number or None and high_water a number, got "
+            f"{low_water!r} and {high_water!r}"
         )
-    low, high = float(low_water), float(high_water)  # type: ignore[arg-type]
+    high = float(high_water)  # type: ignore[arg-type]
+    low = high if low_water is None else float(low_water)  # type: ignore[arg-type]
     if not 0 < low <= high <= 1:
         raise ConfigurationError(
             f"watermarks must satisfy 0 < low_water <= high_water <= 1 (shares of the "
             f"budget), got low_water={low} and high_water={high}"
         )
-    return low, high
+    return (None if low_water is None else low), high
 
 
 def _check_strategy(strategy: Any) -> Strategy:
@@ -83,11 +92,15 @@ class Session:
         store: where the history, the compactions and the originals go: ``None`` (a
             memory store the process's sessions share), ``"sqlite:///path.db"``, a Redis
             URL, or a :class:`ctxfold.storage.VerbatimStore`.
-        cache_stable: compact in blocks, down to ``low_water`` of the budget, so that
-            renders between compactions extend each other byte for byte (default).
-            ``False`` compacts to the whole budget, the tightest fit on every turn.
+        cache_stable: compact in blocks, down to the low-water mark, so that renders
+            between compactions extend each other byte for byte (default). ``False``
+            compacts to the whole budget, the tightest fit on every turn.
         low_water, high_water: shares of the budget: a render whose view would pass
-            ``high_water`` compacts down to ``low_water``.
+            ``high_water`` (default 1.0) compacts down to ``low_water``. ``None`` (the
+            default) sizes the room left for growth to the conversation: about
+            :data:`GAP_TURNS` turns at the history's mean message size, between 10%
+            and 40% of the budget (a chat of short turns keeps 90% of the budget,
+            an agent whose tool results run to thousands of tokens 60%).
 
     ``Session.load(session_id, store=...)`` reopens a stored session after a restart
     with its history and compactions, so it renders what the uninterrupted session
@@ -103,7 +116,7 @@ class Session:
         counter: CounterSpec = "o200k_base",
         store: VerbatimStore | str | None = None,
         cache_stable: bool = True,
-        low_water: float = 0.6,
+        low_water: float | None = None,
         high_water: float = 1.0,
     ) -> None:
         if session_id is None:
@@ -143,6 +156,8 @@ class Session:
         self._trace: list[Decision] = []
         self._fold: Fold | None = None
         self._prefix_tokens = 0  # the fold's prefix, messages only
+        self._prepared = 0  # messages the strategy has worked ahead on
+        self._prepared_round: str | None = None  # ...and the compaction whose prefix
 
     def _extend(self, messages: list[Message]) -> None:
         count = self.counter.count_message
@@ -194,6 +209,7 @@ class Session:
         started = time.perf_counter()
         b = self._budget(budget)
         with self._lock:
+            self._prepare()
             if self._view_tokens() > int(self.high_water * b):
                 self._compact(b)
             return self._result(b, started)
@@ -242,6 +258,35 @@ class Session:
             return self.budget
         return check_budget(budget)
 
+    def _prepare(self) -> None:
+        """Let the strategy work ahead on what is new since the last render: the
+        messages added, and the prefix the last compaction wrote (its note), so that a
+        compaction does only what depends on the whole, a little on every turn rather
+        than all at once when the budget is passed."""
+        start, end = self._prepared, len(self._history)
+        fold, strategy = self._fold, self.strategy
+        if isinstance(strategy, Prepares):
+            if start < end:
+                cum = self._cum
+                tokens = [cum[i + 1] - cum[i] for i in range(start, end)]
+                strategy.prepare(self._history[start:end], tokens)
+            if fold is not None and fold.round_id != self._prepared_round:
+                count = self.counter.count_message
+                strategy.prepare(fold.prefix, [count(m) for m in fold.prefix])
+        self._prepared = end
+        self._prepared_round = fold.round_id if fold else None
+
+    def _low_share(self, budget: int) -> float:
+        """The low-water mark as a share of ``budget`` (see ``low_water``): a function
+        of the stored history, so a reopened session compacts where it would have."""
+        if self.low_water is not None:
+            return self.low_water
+        n = len(self._history)
+        per_message = self._cum[-1] / n if n else 0.0
+        lo, hi = GAP_RANGE
+        gap = min(max(2 * GAP_TURNS * per_message / max(budget, 1), lo), hi)
+        return max(self.high_water - gap, self.high_water / 2)
+
     def _upto(self) -> int:
         return self._fold.upto if self._fold else 0
 
@@ -256,7 +301,7 @@ class Session:
         cut = open_start(history, self._upto())
         waiting = self._cum[-1] - self._cum[cut]  # a call still waiting for its results
         room = budget - waiting
-        low = int(self.low_water * budget) if self.cache_stable else budget
+        low = int(self._low_share(budget) * budget) if self.cache_stable else budget
         error: BudgetError | None = None
         for target in dict.fromkeys((min(low, room), room)):
             if target <= 0:

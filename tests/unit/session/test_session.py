@@ -16,6 +16,7 @@ import pytest
 
 import ctxfold
 from ctxfold import BudgetError, ConfigurationError, ExpandError, Message
+from ctxfold.messages import turn_order_problems
 from ctxfold.session import Session
 from ctxfold.storage import MemoryStore, RedisStore, SQLiteStore
 from ctxfold.testing import check_tool_integrity
@@ -250,3 +251,82 @@ def test_a_process_killed_mid_conversation_resumes_where_it_stopped(tmp_path: Pa
             assert _wire(resumed.render()) == _wire(whole.render())
         resumed.add(m)
         whole.add(m)
+
+
+def test_a_render_without_compaction_does_work_for_the_new_messages_only() -> None:
+    class Counting(ctxfold.TiktokenCounter):
+        calls = 0
+
+        def count_message(self, message: Message) -> int:
+            Counting.calls += 1
+            return super().count_message(message)
+
+    _, msgs = example_conversations()[1]
+    session = Session(budget=100_000, store=MemoryStore(), counter=Counting("o200k_base"))
+    session.add(msgs[:-1])
+    session.render()
+    Counting.calls = 0
+    session.add(msgs[-1])
+    result = session.render()
+    assert Counting.calls == 1  # the new message, once; nothing of the history again
+    assert result.messages == tuple(msgs)
+
+
+def test_working_ahead_only_fills_caches_the_renders_are_the_same() -> None:
+    _, msgs = example_conversations()[-1]
+    warm = _drive(Session(budget=2000, store=MemoryStore()), msgs, 2000)
+    cold_session = Session(budget=2000, store=MemoryStore())
+    cold = []
+    for m in msgs:
+        if m.role == "assistant":
+            ctxfold.clear_caches()  # whatever the session prepared is gone
+            cold.append(cold_session.render())
+        cold_session.add(m)
+    assert [_wire(r) for r in cold] == [_wire(r) for r in warm]
+
+
+@pytest.mark.parametrize("strategy", ["sliding_window", "hierarchical"])
+def test_any_strategy_that_compacts_can_run_a_session(strategy: str) -> None:
+    _, msgs = example_conversations()[1]
+    session = Session(budget=3000, strategy=strategy, store=MemoryStore())
+    renders = _replay(session, msgs, 3000)
+    assert all(r.stats.tokens_after <= 3000 for r in renders)
+    assert all(not turn_order_problems(list(r.messages)) for r in renders)
+    assert ctxfold.expand(renders[-1], store=session.expand_tool().store).complete
+
+
+def test_a_bad_message_is_refused_whole_and_nothing_is_stored() -> None:
+    store = MemoryStore()
+    s = Session("bad", budget=1000, store=store)
+    s.add({"role": "user", "content": "hello"})
+    with pytest.raises(ctxfold.InvalidMessageError, match="1"):
+        s.add([{"role": "assistant", "content": "hi"}, {"role": "wizard", "content": "?"}])
+    assert [m.text for m in s.history] == ["hello"]
+    assert [m.text for m in Session.load("bad", store=store).history] == ["hello"]
+
+
+def test_a_record_changed_behind_the_session_is_a_typed_error_on_load() -> None:
+    from ctxfold.exceptions import CorruptRecordError
+    from ctxfold.session.log import namespace
+
+    store = MemoryStore()
+    Session("x", store=store).add([{"role": "user", "content": "hello"}])
+    store.put_many({namespace("y") + "0:m:0": b"not json"})
+    with pytest.raises(CorruptRecordError, match="'y'"):
+        Session.load("y", store=store)
+    assert Session.load("x", store=store).history[0].text == "hello"
+
+
+def test_the_default_low_water_leaves_room_for_about_twenty_turns() -> None:
+    chat = [Message("system", "Two friends chat.")]
+    for k in range(1200):
+        chat.append(Message("user" if k % 2 == 0 else "assistant", f"Day {k}: we met at {k}:00."))
+    session = Session(budget=6000, store=MemoryStore())
+    renders = _drive(session, chat, 6000)
+    after = [r for p, r in zip(renders, renders[1:], strict=False) if r.round_id != p.round_id]
+    # Short turns: the room for twenty of them is under 10% of the budget (the least).
+    assert after and all(0.8 * 6000 <= r.stats.tokens_after <= 0.9 * 6000 for r in after)
+    _, agent = example_conversations()[1]  # tool results of hundreds of tokens
+    renders = _drive(Session(budget=4000, store=MemoryStore()), agent, 4000)
+    after = [r for p, r in zip(renders, renders[1:], strict=False) if r.round_id != p.round_id]
+    assert after and all(r.stats.tokens_after <= 0.6 * 4000 for r in after)  # 40% (the most)
