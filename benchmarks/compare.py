@@ -78,9 +78,26 @@ def langchain_count(msgs: list[Any]) -> int:
     return total
 
 
+def trim(messages: list[Any], budget: int) -> list[Any]:
+    """LangChain ``trim_messages`` as the benchmarks run it: the newest messages that
+    fit, the system prompt kept, no message cut."""
+    from langchain_core.messages import trim_messages
+
+    return list(
+        trim_messages(
+            messages,
+            max_tokens=budget,
+            token_counter=langchain_count,
+            strategy="last",
+            include_system=True,
+            allow_partial=False,
+        )
+    )
+
+
 def trim_messages_method() -> Method | None:
     try:
-        from langchain_core.messages import convert_to_messages, trim_messages
+        from langchain_core.messages import convert_to_messages
     except ImportError:
         return None
     from langchain_ctx import from_langchain
@@ -88,14 +105,7 @@ def trim_messages_method() -> Method | None:
     def run(raw: list[dict[str, Any]], budget: int) -> tuple[list[Message], float]:
         lc = convert_to_messages(raw)
         t = time.perf_counter()
-        out = trim_messages(
-            lc,
-            max_tokens=budget,
-            token_counter=langchain_count,
-            strategy="last",
-            include_system=True,
-            allow_partial=False,
-        )
+        out = trim(lc, budget)
         return from_langchain(out), time.perf_counter() - t
 
     return run

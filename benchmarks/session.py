@@ -33,7 +33,6 @@ A last table times one cold call on each whole history: auto against trim_messag
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import statistics
 import sys
@@ -44,7 +43,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from compare import ENC, langchain_count, text_of
+from compare import ENC, ctxfold_method, text_of, trim, trim_messages_method
 
 import ctxfold
 from ctxfold import Message, Session, TiktokenCounter, from_openai
@@ -79,23 +78,13 @@ def compress_method(budget: int) -> Turn:
 
 
 def trim_method(budget: int) -> Turn:
-    from langchain_core.messages import trim_messages
-
     from langchain_ctx import from_langchain, to_langchain
 
     history: list[Any] = []
 
     def turn(new: list[Message]) -> list[Message]:
         history.extend(to_langchain(new))
-        out = trim_messages(
-            history,
-            max_tokens=budget,
-            token_counter=langchain_count,
-            strategy="last",
-            include_system=True,
-            allow_partial=False,
-        )
-        return from_langchain(out)
+        return from_langchain(trim(history, budget))
 
     return turn
 
@@ -242,34 +231,16 @@ def run_set(records: list[dict[str, Any]], budget: int, methods: list[str]) -> d
 
 
 def cold(records: list[dict[str, Any]], repeat: int) -> tuple[float, float]:
-    """Median ms of one cold auto call and one trim_messages call on whole histories."""
-    from langchain_core.messages import convert_to_messages, trim_messages
-
+    """Median ms of one cold auto call and one trim_messages call on whole histories
+    (a quarter of each history's tokens), as compare.py times them."""
+    auto, trimmed = ctxfold_method("auto"), trim_messages_method()
+    assert trimmed is not None
     auto_ms, trim_ms = [], []
     for rec in records:
         raw = rec["messages"]
         budget = int(ENC.count_messages(from_openai(raw)) * 0.25)
-        a, t = [], []
-        for _ in range(repeat):
-            msgs, counter = from_openai(raw), TiktokenCounter(ENC.encoding)
-            ctxfold.clear_caches()
-            start = time.perf_counter()
-            with contextlib.suppress(ctxfold.BudgetError):
-                ctxfold.compress(msgs, budget=budget, counter=counter)
-            a.append(time.perf_counter() - start)
-            lc = convert_to_messages(raw)
-            start = time.perf_counter()
-            trim_messages(
-                lc,
-                max_tokens=budget,
-                token_counter=langchain_count,
-                strategy="last",
-                include_system=True,
-                allow_partial=False,
-            )
-            t.append(time.perf_counter() - start)
-        auto_ms.append(statistics.median(a) * 1000)
-        trim_ms.append(statistics.median(t) * 1000)
+        auto_ms.append(statistics.median(auto(raw, budget)[1] for _ in range(repeat)) * 1000)
+        trim_ms.append(statistics.median(trimmed(raw, budget)[1] for _ in range(repeat)) * 1000)
     return statistics.median(auto_ms), statistics.median(trim_ms)
 
 

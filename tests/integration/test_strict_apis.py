@@ -83,3 +83,13 @@ def test_a_note_before_a_user_turn_joins_the_system_block():
     assert result.messages[1].text.startswith("[ctxfold")
     assert roles[:3] == ["system", "system", "user"] and "system" not in roles[2:]
     assert not ctxfold.messages.turn_order_problems(list(result.messages))
+
+
+def test_chat_anthropic_accepts_every_render_of_a_session():
+    model = chat_anthropic()
+    for _, msgs in example_conversations():
+        session = ctxfold.Session(budget=2500, store=ctxfold.MemoryStore())
+        for m in msgs:
+            if m.role == "assistant":
+                model._get_request_payload(to_langchain(session.render().messages))
+            session.add(m)

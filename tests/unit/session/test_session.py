@@ -4,6 +4,7 @@ restart in SQLite and Redis, and sessions that never see each other."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import signal
@@ -61,6 +62,8 @@ def test_every_render_fits_keeps_tool_calls_whole_and_extends_the_last(
         out = list(r.messages)
         assert r.stats.tokens_after == counter.count_messages(out) <= budget
         check_tool_integrity(msgs, out)
+        if not turn_order_problems(msgs[: r.stats.messages_before]):
+            assert not turn_order_problems(out)  # a request strict chat APIs accept
         assert [d.index for d in r.trace] == list(range(r.stats.messages_before))
         if k and r.round_id == renders[k - 1].round_id:
             prev = renders[k - 1].to_openai()
@@ -323,10 +326,10 @@ def test_the_default_low_water_leaves_room_for_about_twenty_turns() -> None:
         chat.append(Message("user" if k % 2 == 0 else "assistant", f"Day {k}: we met at {k}:00."))
     session = Session(budget=6000, store=MemoryStore())
     renders = _drive(session, chat, 6000)
-    after = [r for p, r in zip(renders, renders[1:], strict=False) if r.round_id != p.round_id]
+    after = [r for p, r in itertools.pairwise(renders) if r.round_id != p.round_id]
     # Short turns: the room for twenty of them is under 10% of the budget (the least).
     assert after and all(0.8 * 6000 <= r.stats.tokens_after <= 0.9 * 6000 for r in after)
     _, agent = example_conversations()[1]  # tool results of hundreds of tokens
     renders = _drive(Session(budget=4000, store=MemoryStore()), agent, 4000)
-    after = [r for p, r in zip(renders, renders[1:], strict=False) if r.round_id != p.round_id]
+    after = [r for p, r in itertools.pairwise(renders) if r.round_id != p.round_id]
     assert after and all(r.stats.tokens_after <= 0.6 * 4000 for r in after)  # 40% (the most)
