@@ -8,6 +8,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
+from .._state import LRU, memo
 from ..messages import ContentPart, Message, ToolCall
 from ..storage.store import VerbatimStore
 
@@ -18,6 +19,7 @@ __all__ = [
     "load",
     "marker",
     "matches",
+    "message_bytes",
     "message_from_record",
     "message_record",
 ]
@@ -68,6 +70,23 @@ def message_record(m: Message) -> dict[str, Any]:
     return record
 
 
+_ENCODED: LRU[tuple[bytes, bytes]] = memo(5_000)
+
+
+def message_bytes(m: Message) -> tuple[bytes, bytes]:
+    """``m``'s record as stored, and its SHA-256: memoized by content for a message
+    without metadata (metadata is in the record but not in the fingerprint)."""
+    if m.metadata:
+        data = encode(message_record(m))
+        return data, hashlib.sha256(data).digest()
+    hit = _ENCODED.get(m.fingerprint)
+    if hit is None:
+        data = encode(message_record(m))
+        hit = (data, hashlib.sha256(data).digest())
+        _ENCODED.put(m.fingerprint, hit)
+    return hit
+
+
 def message_from_record(r: Mapping[str, Any]) -> Message:
     content = r["content"]
     if isinstance(content, list):
@@ -94,7 +113,15 @@ class Batch:
 
     def add_all(self, records: Sequence[Mapping[str, Any]]) -> list[str]:
         datas = [encode(r) for r in records]
-        digests = [hashlib.sha256(d).digest() for d in datas]
+        return self._add(datas, [hashlib.sha256(d).digest() for d in datas])
+
+    def add_messages(self, messages: Sequence[Message]) -> list[str]:
+        """The ids of ``messages``' records (each encoded once per content: a session
+        stores its prefix again at every compaction)."""
+        encoded = [message_bytes(m) for m in messages]
+        return self._add([d for d, _ in encoded], [h for _, h in encoded])
+
+    def _add(self, datas: list[bytes], digests: list[bytes]) -> list[str]:
         ids = [""] * len(datas)
         todo = list(range(len(datas)))
         for n in _ID_LENGTHS:

@@ -29,7 +29,7 @@ from ..messages import Message
 from ..references.index import ReferenceIndex, check_max_references
 from ..result import FOLDED, NOTE_KEY, Decision, earlier, note_head, note_role
 from ..storage.store import VerbatimStore, get_store
-from .records import Batch, marker, message_record
+from .records import Batch, marker
 
 __all__ = ["Layered", "RoundSettings", "compact_reversibly", "round_heads"]
 
@@ -269,7 +269,7 @@ def _mark(
     it wrote none) and the references of what the model no longer sees in full, in the
     room left within ``reference_share`` of the budget. The batch gets every entry."""
     counter, budget = conv.counter, conv.budget
-    msg_ids = batch.add_all([message_record(m) for m in conv.messages])
+    msg_ids = batch.add_messages(conv.messages)
     hidden = [d.index for d in trace if d.tokens_after == 0]
     marked = _add_markers(conv, out, trace, msg_ids)
     round_id = batch.add(

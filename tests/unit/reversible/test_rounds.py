@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 import pytest
@@ -367,3 +368,14 @@ def test_a_history_compressed_every_turn_keeps_one_note_and_expands_whole(strate
     back = ctxfold.expand(current, store=store)
     assert back.complete and back.rounds >= 5 and back.rounds == rounds
     assert list(back.messages) == list(msgs)
+
+
+def test_a_message_is_encoded_once_per_content_and_its_metadata_is_kept():
+    from ctxfold.reversible.records import encode, message_bytes, message_record
+
+    plain = ctxfold.Message("user", "Check src/app.py")
+    data, digest = message_bytes(plain)
+    assert data == encode(message_record(plain)) and message_bytes(plain)[0] is data
+    assert digest == hashlib.sha256(data).digest()
+    noted = ctxfold.Message("user", "Check src/app.py", metadata={"ctxfold": {"what": "x"}})
+    assert message_bytes(noted)[0] == encode(message_record(noted)) != data
