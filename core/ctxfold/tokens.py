@@ -355,7 +355,44 @@ class TiktokenCounter(_MessageCounter):
         return self._enc
 
     def _encode_len(self, text: str) -> int:
-        return len(self.encoding.encode_ordinary(text))
+        if len(text) < _CHUNKED or self.name not in _CUTTABLE:
+            return len(self.encoding.encode_ordinary(text))
+        # A long text (a note rewritten round after round, a growing transcript) is
+        # counted in cached chunks, so the lines it shares with an earlier text cost
+        # nothing. Exact: these encodings never join a newline to a letter or digit
+        # after it, so each chunk's tokens are the whole text's tokens there.
+        chunks = _chunks(text)
+        if len(chunks) == 1:
+            return len(self.encoding.encode_ordinary(text))
+        return sum(self._chunk_len(chunk) for chunk in chunks)
+
+    def _chunk_len(self, chunk: str) -> int:
+        key = hashlib.blake2b(chunk.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+        return self._cached(
+            self._text_cache, key, lambda: len(self.encoding.encode_ordinary(chunk))
+        )
+
+
+#: Encodings whose pre-tokenizer always ends a piece at a newline followed by an ASCII
+#: letter or digit (the newline joins the piece before it, never the one after).
+_CUTTABLE = frozenset({"o200k_base", "cl100k_base"})
+_CHUNKED = 4096  # characters: a text this long is counted in chunks
+_CHUNK = 512  # characters a chunk holds at least (whole lines)
+_CUT = re.compile(r"\n(?=[A-Za-z0-9])")
+
+
+def _chunks(text: str) -> list[str]:
+    """``text`` cut after newlines followed by an ASCII letter or digit, into runs of
+    whole lines of at least :data:`_CHUNK` characters (joined, they are ``text``)."""
+    out: list[str] = []
+    start = 0
+    for m in _CUT.finditer(text, _CHUNK):
+        end = m.end()
+        if end - start >= _CHUNK:
+            out.append(text[start:end])
+            start = end
+    out.append(text[start:])
+    return out
 
 
 def get_counter(spec: str | TokenCounter | Callable[[str], int] | None = None) -> TokenCounter:

@@ -8,6 +8,8 @@ import textwrap
 from importlib import resources
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import ctxfold
 from conftest import example_conversations, shared_conversations
@@ -69,6 +71,29 @@ def test_counts_equal_tiktokens_own_on_the_shared_data(name, reference_encodings
     texts = list(_texts(shared_conversations()))
     assert len(texts) > 1000
     assert [ours.count_text(t) for t in texts] == [len(x) for x in ref.encode_ordinary_batch(texts)]
+
+
+@pytest.mark.parametrize("name", ["o200k_base", "cl100k_base"])
+def test_a_long_text_counted_in_chunks_counts_as_a_whole(name, reference_encodings):
+    ref = reference_encodings[name]
+    joined = "\n".join(t for t in _texts(example_conversations()) if t)
+    texts = [joined[i : i + 9000] for i in range(0, len(joined), 3000)]
+    # Lines that the cuts must not split wrongly: a newline before a slash, a space, a
+    # mark, an empty line; punctuation before the newline.
+    tricky = "\n".join(f"x.\n/usr/{k}\n \tpad {k}.\n\n\u0301e {k}\r\nY'll {k}" for k in range(900))
+    for text in [*texts, tricky]:
+        ours = TiktokenCounter(name)
+        assert ours.count_text(text) == len(ref.encode_ordinary(text))
+        # Again with every chunk cached from a text sharing most of its lines.
+        assert ours.count_text(text[40:]) == len(ref.encode_ordinary(text[40:]))
+
+
+@given(st.text(alphabet=st.sampled_from(list("ab1 .\n/'\t:é漢\r")), min_size=40, max_size=400))
+@settings(max_examples=60, deadline=None)
+def test_chunked_counts_are_exact_on_any_text(piece):
+    text = piece * (4200 // len(piece) + 1)  # long enough to be counted in chunks
+    ref = get_counter("o200k_base").encoding
+    assert TiktokenCounter("o200k_base").count_text(text) == len(ref.encode_ordinary(text))
 
 
 def test_special_token_text_counts_as_ordinary_text(reference_encodings):
