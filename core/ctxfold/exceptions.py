@@ -31,6 +31,7 @@ __all__ = [
     "InvalidMessageError",
     "InvalidTurnError",
     "MissingDependencyError",
+    "SessionNotFoundError",
     "SummarizerError",
 ]
 
@@ -113,6 +114,11 @@ class CorruptRecordError(ExpandError):
     def __init__(self, message: str, *, ids: tuple[str, ...] = ()) -> None:
         super().__init__(message)
         self.ids = ids
+
+
+class SessionNotFoundError(CtxfoldError, LookupError):
+    """``Session.load`` was given an id its store holds nothing under (another store,
+    or a session never written); ``Session(session_id, store=...)`` starts one."""
 
 
 class SummarizerError(CtxfoldError, RuntimeError):

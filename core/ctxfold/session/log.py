@@ -125,6 +125,10 @@ class SessionLog:
         folds = [Fold.from_record(r) for r in self._read([f"{e}:c:{k}" for k in range(self.folds)])]
         return history, folds
 
+    def exists(self) -> bool:
+        """Whether anything was ever written for this session (a message, or a clear)."""
+        return self.epoch > 0 or self.messages > 0
+
     def append(self, messages: Sequence[Message]) -> None:
         """Store ``messages`` after the history, in one atomic write."""
         e, n = self.epoch, self.messages

@@ -20,7 +20,7 @@ from typing import Any
 
 from .._state import default
 from ..contract import CounterSpec, MessageLike, Prepares, Strategy
-from ..exceptions import BudgetError, ConfigurationError
+from ..exceptions import BudgetError, ConfigurationError, SessionNotFoundError
 from ..messages import Message, as_messages
 from ..result import CompressionResult, CompressionStats, Decision
 from ..reversible.expand import expand
@@ -145,8 +145,16 @@ class Session:
     @classmethod
     def load(cls, session_id: str, *, store: VerbatimStore | str, **settings: Any) -> Session:
         """Reopen the stored session ``session_id`` (give the settings it was made
-        with: the compactions it stored were made with them)."""
-        return cls(session_id, store=store, **settings)
+        with: the compactions it stored were made with them). Raises
+        :class:`ctxfold.exceptions.SessionNotFoundError` when the store holds nothing
+        under that id; ``Session(session_id, store=...)`` opens it or starts it."""
+        session = cls(session_id, store=store, **settings)
+        if not session._log.exists():
+            raise SessionNotFoundError(
+                f"no session {session_id!r} in {session.store!r}; check the id and the "
+                f"store, or start one with Session({session_id!r}, store=...)"
+            )
+        return session
 
     # ------------------------------------------------------------------ the state
 

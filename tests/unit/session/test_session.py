@@ -333,3 +333,15 @@ def test_the_default_low_water_leaves_room_for_about_twenty_turns() -> None:
     renders = _drive(Session(budget=4000, store=MemoryStore()), agent, 4000)
     after = [r for p, r in itertools.pairwise(renders) if r.round_id != p.round_id]
     assert after and all(r.stats.tokens_after <= 0.6 * 4000 for r in after)  # 40% (the most)
+
+
+def test_loading_an_id_the_store_never_held_is_an_error_and_the_constructor_starts_it() -> None:
+    from ctxfold.exceptions import SessionNotFoundError
+
+    store = MemoryStore()
+    with pytest.raises(SessionNotFoundError, match="'nobody'"):
+        Session.load("nobody", store=store)
+    fresh = Session("nobody", store=store)
+    assert fresh.history == ()
+    fresh.clear()  # a cleared session exists, empty
+    assert Session.load("nobody", store=store).history == ()
