@@ -19,6 +19,7 @@ __all__ = [
     "CompressionStats",
     "Decision",
     "after_system_block",
+    "from_user",
     "insert_note",
     "note_message",
     "note_role",
@@ -54,6 +55,12 @@ def is_note(m: Message) -> bool:
     if isinstance(meta, Mapping) and "what" in meta:
         return True
     return m.role != "user" and m.role != "tool" and bool(_NOTE_HEAD.match(m.text))
+
+
+def from_user(m: Message) -> bool:
+    """Whether ``m`` is something the user said: a user message that is not a note
+    (a note speaks as the user where strict chat APIs want a user turn)."""
+    return m.role == "user" and not is_note(m)
 
 
 #: Roles that belong in the leading instruction block strict chat APIs want.

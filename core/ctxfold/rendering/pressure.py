@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 from ..contract import Compressor
 from ..exceptions import ConfigurationError, CtxfoldError
 from ..messages import Message
+from ..result import from_user
 from ..strategies.registry import normalize
 from .base import (
     BaseRenderer,
@@ -150,9 +151,7 @@ class PressureTriggered(BaseRenderer):
             result = fallback.compress(messages, budget=budget, counter=opts["counter"])
             out = list(result.messages)
             kept = set(out)
-            said = [m for m in messages if m.role == "user"][
-                len(_paragraphs(passed.get("mission"))) :
-            ]
+            said = [m for m in messages if from_user(m)][len(_paragraphs(passed.get("mission"))) :]
             return out, RenderStats(
                 f"{self.label}:{type(fallback).__name__}",
                 len(turns),

@@ -27,7 +27,7 @@ from ..contract import Compaction, Conversation, Strategy
 from ..exceptions import BudgetError, ConfigurationError
 from ..messages import Message
 from ..references.index import ReferenceIndex, check_max_references
-from ..result import FOLDED, NOTE_KEY, Decision, earlier, note_head, note_role
+from ..result import FOLDED, NOTE_KEY, Decision, earlier, from_user, note_head, note_role
 from ..storage.store import VerbatimStore, get_store
 from .records import Batch, marker
 
@@ -245,7 +245,7 @@ def _references(
     index = ReferenceIndex(max_references=settings.max_references)
     for i in unseen:
         index.add_messages([messages[i]], start=i)
-    users = [m.text for m in messages if m.role == "user"]
+    users = [m.text for m in messages if from_user(m)]
     goal = " ".join(users[:1] + users[-1:])
     index.score(goal=goal, recent=[m.text for m in shown[-4:]], now=len(messages) - 1)
     return index.block(

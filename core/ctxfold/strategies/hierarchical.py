@@ -10,7 +10,7 @@ from ..contract import Compaction, Conversation
 from ..exceptions import ConfigurationError
 from ..messages import Message, transcript
 from ..models.summarizers import Summarizer, as_summarizer, fit_summary, summarize
-from ..result import Action, Decision, insert_note
+from ..result import Action, Decision, from_user, insert_note
 from ..text.primitives import find_identifiers, split_sentences
 from ..text.scoring import ScoreContext, has_error, mentions_decision, score
 from ..units import Unit
@@ -187,7 +187,7 @@ class HierarchicalCompressor(BaseCompressor):
         messages = conv.messages
         n = len(free)
         texts = [transcript([messages[i] for i in u.indices])[:_SCAN_CHARS] for u in free]
-        task = next((messages[u.start].text for u in free if messages[u.start].role == "user"), "")
+        task = next((messages[u.start].text for u in free if from_user(messages[u.start])), "")
         ctx = ScoreContext.build(texts, goal=task)
         return sorted(
             range(n - 1),

@@ -409,3 +409,17 @@ def test_a_note_folded_again_keeps_the_weight_of_what_it_listed():
         return sum(v in text for v in weights)
 
     assert kept(again) > kept(without)  # 56 against 45 when written
+
+
+def test_a_note_speaking_as_the_user_is_not_taken_for_the_task():
+    from ctxfold.result import from_user, note_message
+
+    note = note_message("user", "note", "30 earlier messages condensed", "Ann: flew to Oslo. " * 40)
+    msgs = [Message("system", "Chat."), note]
+    for k in range(30):
+        msgs.append(Message("assistant", f"Noted trip {k} to Lima with {k} friends."))
+        msgs.append(Message("user", f"Then trip {k + 1} went to Quito on day {k}."))
+    assert not from_user(note) and from_user(msgs[-1])
+    r = AutoCompressor(reversible=False).compress(msgs, budget=600, counter=COUNTER)
+    assert r.trace[1].reason != "task"
+    assert r.trace[3].reason == "task"  # the first thing the user said

@@ -12,7 +12,7 @@ from typing import NamedTuple
 from ...contract import Conversation
 from ...messages import Message, transcript
 from ...models.summarizers import fit_summary, summarize
-from ...result import FOLDED, NOTE_KEY, Decision
+from ...result import FOLDED, NOTE_KEY, Decision, from_user
 from ...text.scoring import ScoreContext
 from ...tokens import TokenCounter
 from ...units import Unit
@@ -57,7 +57,7 @@ def _verbatim(
     if recent_share is None:
         agentic = any(m.tool_calls or m.role == "tool" for m in messages)
         recent_share = POLICY.agent_recent if agentic else POLICY.chat_recent
-    first_user = next((u for u in free if messages[u.start].role == "user"), None)
+    first_user = next((u for u in free if from_user(messages[u.start])), None)
     if first_user is not None and len(first_user) == 1:
         cost = tokens[first_user.start]
         if cost <= opts.task_share * avail:
@@ -92,7 +92,7 @@ def fit(conv: Conversation, opts: AutoOptions, analyzer: Analyzer, notes: Notes)
     old_units = [u for u in free if u.start not in verbatim]
     old_idx = [i for u in old_units for i in u.indices]
 
-    users = [i for i in range(n) if messages[i].role == "user"]
+    users = [i for i in range(n) if from_user(messages[i])]
     goal = " ".join(messages[i].text for i in {users[0], users[-1]}) if users else ""
     ctx = ScoreContext.from_words([analyzer(messages[i], tokens[i]).words for i in old_idx], goal)
     ctx.repeated_later = frozenset(lines_repeated_later(messages, old_idx))
