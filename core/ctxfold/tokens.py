@@ -122,8 +122,7 @@ class _MessageCounter:
         """Tokens in ``text`` (cached by a hash of the text for long strings)."""
         if len(text) < 64:
             return self._encode_len(text) if text else 0
-        key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
-        return self._cached(self._text_cache, key, lambda: self._encode_len(text))
+        return self._cached(self._text_cache, _text_key(text), lambda: self._encode_len(text))
 
     def count_message(self, message: Message) -> int:
         """Tokens ``message`` costs, overhead included (cached by its fingerprint)."""
@@ -367,9 +366,8 @@ class TiktokenCounter(_MessageCounter):
         return sum(self._chunk_len(chunk) for chunk in chunks)
 
     def _chunk_len(self, chunk: str) -> int:
-        key = hashlib.blake2b(chunk.encode("utf-8", "surrogatepass"), digest_size=16).digest()
         return self._cached(
-            self._text_cache, key, lambda: len(self.encoding.encode_ordinary(chunk))
+            self._text_cache, _text_key(chunk), lambda: len(self.encoding.encode_ordinary(chunk))
         )
 
 
@@ -379,6 +377,11 @@ _CUTTABLE = frozenset({"o200k_base", "cl100k_base"})
 _CHUNKED = 4096  # characters: a text this long is counted in chunks
 _CHUNK = 512  # characters a chunk holds at least (whole lines)
 _CUT = re.compile(r"\n(?=[A-Za-z0-9])")
+
+
+def _text_key(text: str) -> bytes:
+    """The count cache's key for a text: a 128-bit hash of it."""
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
 def _chunks(text: str) -> list[str]:

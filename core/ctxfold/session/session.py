@@ -273,7 +273,7 @@ class Session:
         than all at once when the budget is passed."""
         start, end = self._prepared, len(self._history)
         fold, strategy = self._fold, self.strategy
-        if isinstance(strategy, Prepares):
+        if isinstance(strategy, Prepares):  # one check per render, not per message
             if start < end:
                 cum = self._cum
                 tokens = [cum[i + 1] - cum[i] for i in range(start, end)]

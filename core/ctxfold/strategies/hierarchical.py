@@ -144,7 +144,8 @@ class HierarchicalCompressor(BaseCompressor):
         order = self._ranked(conv, free, cost)
         room = budget - pinned_cost
         reserve = self.summary_share * room if self.summarizer is not None else 0.0
-        chosen = self._fit(conv, pinned, free, cost, order, int(room - reserve))
+        mine = int(room - reserve)  # what the kept units may take
+        chosen = self._fit(conv, pinned, free, cost, order, mine, limit=mine + pinned_cost)
         done = alternate(conv, self._output(conv, pinned, free, chosen), self.name, self.overflow)
         if self.summarizer is None or len(chosen) == len(free):
             return done
@@ -160,11 +161,13 @@ class HierarchicalCompressor(BaseCompressor):
         cost: dict[int, int],
         order: list[int],
         room: int,
+        *,
+        limit: int,
     ) -> set[int]:
         """The units chosen for ``room`` once the notes that keep turns apart are
-        counted too: a few selections, the room narrowed between the last that fit and
-        the last that did not (``room`` itself, when no note is needed)."""
-        limit = room + sum(conv.tokens[i] for i in pinned) + conv.overhead  # the target
+        counted too, so that the whole output stays within ``limit``: a few selections,
+        the room narrowed between the last that fit and the last that did not (``room``
+        itself, when no note is needed)."""
         best: set[int] | None = None
         lo, hi, r = 0, room, room
         for _ in range(_TRIES):
