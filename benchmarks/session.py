@@ -47,10 +47,10 @@ from compare import ENC, ctxfold_method, text_of, trim, trim_messages_method
 
 import ctxfold
 from ctxfold import Message, Session, TiktokenCounter, from_openai
-from ctxfold.messages import turn_order_problems
 from ctxfold.storage import MemoryStore
 from ctxfold.testing import ContractViolation, check_tool_integrity, find_data_dir
 from ctxfold.units import group_units
+from ctxfold.validity import turn_order_problems
 
 #: A replay: called with the messages new since the last turn, returns the render.
 Turn = Callable[[list[Message]], list[Message]]

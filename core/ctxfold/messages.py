@@ -13,6 +13,7 @@ from typing import Any
 
 from ._json import loads as json_loads
 from .exceptions import InvalidMessageError
+from .validity import check_tool_structure
 
 __all__ = [
     "ROLES",
@@ -20,14 +21,12 @@ __all__ = [
     "Message",
     "ToolCall",
     "as_messages",
-    "check_tool_structure",
     "from_anthropic",
     "from_openai",
     "speaker_tag",
     "to_anthropic",
     "to_openai",
     "transcript",
-    "turn_order_problems",
 ]
 
 #: Roles a message may have. ``developer`` is OpenAI's newer name for ``system``.
@@ -336,7 +335,7 @@ def to_openai(messages: Iterable[Message]) -> list[dict[str, Any]]:
 
 def as_messages(messages: Iterable[Message | Mapping[str, Any]]) -> list[Message]:
     """Accept :class:`Message` objects or OpenAI dicts (mixed is fine); return messages
-    whose tool calls make sense (see :func:`check_tool_structure`)."""
+    whose tool calls make sense (see :func:`ctxfold.validity.check_tool_structure`)."""
     if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Iterable):
         raise InvalidMessageError(
             "expected a list of messages (OpenAI dicts or ctxfold.Message), "
@@ -356,90 +355,6 @@ def as_messages(messages: Iterable[Message | Mapping[str, Any]]) -> list[Message
             )
     check_tool_structure(out)
     return out
-
-
-def turn_order_problems(messages: Sequence[Message]) -> list[str]:
-    """What strict chat APIs (Anthropic, Gemini, most open-model chat templates) refuse
-    in the order of ``messages``, in words (empty when nothing): a system message after
-    the leading system block, no message after that block, a first message that is not
-    the user's, or two user (or two assistant) messages side by side."""
-    problems: list[str] = []
-    k = 0
-    while k < len(messages) and messages[k].role in ("system", "developer"):
-        k += 1
-    if k == len(messages):
-        return ["no message after the system block (a request needs one from the user)"]
-    if messages[k].role != "user":
-        problems.append(f"message {k} opens the conversation as {messages[k].role!r}, not 'user'")
-    for j in range(k, len(messages)):
-        role = messages[j].role
-        if role in ("system", "developer"):
-            problems.append(f"message {j} is a {role} message after the conversation began")
-        elif j > k and role in ("user", "assistant") and messages[j - 1].role == role:
-            problems.append(f"messages {j - 1} and {j} are both {role!r}: turns must alternate")
-    return problems
-
-
-def check_tool_structure(messages: Sequence[Message]) -> None:
-    """Raise :class:`InvalidMessageError` (naming the message) for tool calls no chat
-    API accepts: a call or result on the wrong role, an empty id, two calls with one id
-    in a message, a result that comes before its call, or two results for one call.
-
-    What real histories do is accepted: a result whose call is not in the history (a
-    trimmed prefix), a call without a result (an agent cut off), and an id used again
-    by a later call once the earlier call was answered (each result answers the
-    nearest call before it with its id).
-    """
-    open_calls: dict[str, int] = {}  # call id -> the message that made it, unanswered
-    answered: dict[str, int] = {}  # call id -> the message that answered its last call
-    later = {c.id for m in messages for c in m.tool_calls}
-    for i, m in enumerate(messages):
-        if m.tool_calls and m.role != "assistant":
-            raise InvalidMessageError(
-                f"a {m.role!r} message has tool calls; only assistant messages call tools",
-                index=i,
-            )
-        if m.tool_call_id is not None and m.role != "tool":
-            raise InvalidMessageError(
-                f"a {m.role!r} message answers a tool call; only 'tool' messages do", index=i
-            )
-        ids = [c.id for c in m.tool_calls]
-        if any(not c for c in ids) or (m.role == "tool" and not m.tool_call_id):
-            raise InvalidMessageError("a tool call id must be a non-empty string", index=i)
-        if len(set(ids)) != len(ids):
-            raise InvalidMessageError(
-                "two tool calls of this message share an id; give each call its own", index=i
-            )
-        for call_id in ids:
-            open_calls[call_id] = i
-            answered.pop(call_id, None)
-        if m.role == "tool" and m.tool_call_id is not None:
-            _check_result(m.tool_call_id, i, open_calls, answered, later)
-
-
-def _check_result(
-    call_id: str,
-    i: int,
-    open_calls: dict[str, int],
-    answered: dict[str, int],
-    later: set[str],
-) -> None:
-    if call_id in open_calls:
-        del open_calls[call_id]
-        answered[call_id] = i
-    elif call_id in answered:
-        raise InvalidMessageError(
-            f"a second result for tool call {call_id!r} (message {answered[call_id]} "
-            "answered it already); merge the results into one message",
-            index=i,
-        )
-    elif call_id in later:
-        raise InvalidMessageError(
-            f"the result for tool call {call_id!r} comes before the call; put it after "
-            "the assistant message that makes the call",
-            index=i,
-        )
-    # else an orphan: its call is not in the history (accepted, carried through)
 
 
 # ------------------------------------------------------------------------- Anthropic

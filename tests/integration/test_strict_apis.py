@@ -57,8 +57,8 @@ def test_chat_anthropic_accepts_every_compressed_history(strategy):
             # raises ValueError("Received multiple non-consecutive system messages.") for
             # a note placed after a user turn
             model._get_request_payload(to_langchain(result.messages))
-            if not ctxfold.messages.turn_order_problems(msgs):
-                assert not ctxfold.messages.turn_order_problems(list(result.messages))
+            if not ctxfold.validity.turn_order_problems(msgs):
+                assert not ctxfold.validity.turn_order_problems(list(result.messages))
             checked += 1
     assert checked
 
@@ -82,7 +82,7 @@ def test_a_note_before_a_user_turn_joins_the_system_block():
     roles = [m.role for m in result.messages]
     assert result.messages[1].text.startswith("[ctxfold")
     assert roles[:3] == ["system", "system", "user"] and "system" not in roles[2:]
-    assert not ctxfold.messages.turn_order_problems(list(result.messages))
+    assert not ctxfold.validity.turn_order_problems(list(result.messages))
 
 
 def test_chat_anthropic_accepts_every_render_of_a_session():

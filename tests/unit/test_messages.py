@@ -229,7 +229,7 @@ def test_content_part_text_and_non_text():
 
 
 def test_turn_order_problems_name_what_strict_apis_refuse() -> None:
-    from ctxfold.messages import turn_order_problems
+    from ctxfold.validity import turn_order_problems
 
     sys_, user, bot = Message("system", "s"), Message("user", "u"), Message("assistant", "a")
     assert turn_order_problems([sys_, user, bot, user]) == []

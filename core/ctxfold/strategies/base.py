@@ -21,7 +21,7 @@ from typing import Any, ClassVar, TypedDict
 from ..contract import Compaction, Conversation, CounterSpec, MessageLike, Overflow
 from ..exceptions import BudgetError, ConfigurationError, ExpandError
 from ..hooks import emit
-from ..messages import ROLES, Message, as_messages, turn_order_problems
+from ..messages import ROLES, Message, as_messages
 from ..models.usage import run_usage
 from ..result import (
     SYSTEM_ROLES,
@@ -36,6 +36,7 @@ from ..reversible.rounds import RoundSettings, compact_reversibly
 from ..storage.cache import Cache, get_cache
 from ..tokens import get_counter
 from ..units import group_units
+from ..validity import turn_order_problems
 
 __all__ = [
     "BaseCompressor",

@@ -32,11 +32,11 @@ from ..messages import (
     from_openai,
     to_anthropic,
     to_openai,
-    turn_order_problems,
 )
 from ..result import CompressionResult
 from ..tokens import get_counter
 from ..units import group_units
+from ..validity import turn_order_problems
 
 __all__ = [
     "CompressorContract",

@@ -17,10 +17,10 @@ import pytest
 
 import ctxfold
 from ctxfold import BudgetError, ConfigurationError, ExpandError, Message
-from ctxfold.messages import turn_order_problems
 from ctxfold.session import Session
 from ctxfold.storage import MemoryStore, RedisStore, SQLiteStore
 from ctxfold.testing import check_tool_integrity
+from ctxfold.validity import turn_order_problems
 from tests.conftest import example_conversations, shared_conversations
 
 REPO = Path(__file__).resolve().parents[3]

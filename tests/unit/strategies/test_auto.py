@@ -10,8 +10,8 @@ import pytest
 import ctxfold
 from conftest import example_records
 from ctxfold import AutoCompressor, ExtractiveSummarizer, Layers, Message, ToolCall, get_counter
-from ctxfold.messages import turn_order_problems
 from ctxfold.strategies.auto.assemble import Notes
+from ctxfold.validity import turn_order_problems
 
 COUNTER = get_counter("o200k_base")
 

@@ -25,9 +25,9 @@ from ctxfold import (
     normalize,
 )
 from ctxfold._registry import Registry
-from ctxfold.messages import turn_order_problems
 from ctxfold.testing import check_invariants
 from ctxfold.testing.doubles import FakeEmbedder, FakeSummarizer
+from ctxfold.validity import turn_order_problems
 
 COUNTER = get_counter("o200k_base")
 
