@@ -30,6 +30,10 @@ _TOKEN_CHARS = r"[^\s\"'`<>()\[\]{},;|*=]"
 _CANDIDATE = re.compile(
     rf"(?<!{_TOKEN_CHARS}){_TOKEN_CHARS}*?(?:[/\\._0-9:]|[a-z][A-Z]){_TOKEN_CHARS}*"
 )
+# What every text holding a candidate identifier has: one of / \\ _ or a digit, a dot or
+# colon inside a token (one at its edge is trimmed away), or an inner capital. Prose
+# mostly has none: one quick search spares the token scan.
+_MAYBE_IDENTIFIER = re.compile(rf"[/\\_0-9]|[.:](?={_TOKEN_CHARS})|[a-z][A-Z]")
 _GREP_CONTEXT = re.compile(r"\.([A-Za-z0-9]{1,8})(?:-|:(?![\d:]))")
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?")
 _INNER_CAP = re.compile(r"[a-z0-9][A-Z]")
@@ -150,6 +154,12 @@ def find_identifiers(text: str) -> Iterator[tuple[str, str, int, int]]:
             code = m.group(1).strip()
             if _COMMAND.match(code) and not _MATHS.search(code):
                 yield "code", code, m.start(1), m.end(1)
+    if _MAYBE_IDENTIFIER.search(text):
+        yield from _identifier_tokens(text)
+
+
+def _identifier_tokens(text: str) -> Iterator[tuple[str, str, int, int]]:
+    """:func:`find_identifiers` without inline code: every token that classifies."""
     for m in _CANDIDATE.finditer(text):
         tok = m.group()
         if tok.isalpha() and (tok.islower() or tok[1:].islower() or tok.isupper()):

@@ -167,27 +167,55 @@ def features(
     text: str, kinds: Sequence[str] | None = None, flags: Flags = ALL_FLAGS, weight: float = 1.0
 ) -> Features:
     """The conversation-independent part of :func:`score`."""
-    low = text.lower()
-    content = frozenset(_CONTENT.findall(low)) - _STOP
-    numbers = len(_NUMBER.findall(text)) if _ANY_DIGIT.search(text) else 0
-    if kinds is None:
-        kinds = [k for k, _, _, _ in find_identifiers(text)]
-    base = 0.2
-    for kind in kinds:
-        base += 2.5 if kind in ("path", "url") else 1.5
-    base += min(numbers, 4)  # quantities, dates, versions
-    names = tuple(w.lower() for w in _CAPITAL.findall(text)[:8]) if flags.capital else ()
-    if flags.error and has_error(low):
-        base += 1.5
-    if flags.decision and _DECISION.search(low):
-        base += 0.4
-    factor = weight
-    if len(content) <= 2 and not numbers and not kinds:
-        factor *= 0.3  # "Thanks, Mel!", "Sounds good." carry little
-    stripped = text.strip()
-    if stripped.endswith("?"):
-        factor *= 0.6  # a question asks; the answer holds the fact
-    return Features(content, base, factor, bool(numbers or kinds), stripped, names)
+    found = list(find_identifiers(text)) if kinds is None else [(k, "", 0, 0) for k in kinds]
+    return segment_features([text], found, flags, weight)[0]
+
+
+_PATH_KINDS = frozenset({"path", "url"})
+_NO_WORDS: frozenset[str] = frozenset()
+
+
+def segment_features(
+    segments: Sequence[str],
+    found: Sequence[tuple[str, str, int, int]],
+    flags: Flags = ALL_FLAGS,
+    weight: float = 1.0,
+) -> list[Features]:
+    """:func:`features` of each segment of one piece, in one pass: ``found`` holds the
+    piece's identifiers in order, as ``(kind, value, start, end)`` with offsets into
+    the concatenated segments (each counts where it starts)."""
+    content_of, numbers_of, any_digit = _CONTENT.findall, _NUMBER.findall, _ANY_DIGIT.search
+    capitals = _CAPITAL.findall if flags.capital else None
+    decision = _DECISION.search if flags.decision else None
+    error, stop, n = flags.error, _STOP, len(found)
+    out: list[Features] = []
+    pos = at = 0
+    for seg in segments:
+        pos += len(seg)
+        base, ids = 0.2, at
+        while at < n and found[at][2] < pos:
+            base += 2.5 if found[at][0] in _PATH_KINDS else 1.5
+            at += 1
+        ids = at - ids
+        low = seg.lower()
+        words = content_of(low)
+        content = frozenset(words).difference(stop) if words else _NO_WORDS
+        numbers = len(numbers_of(seg)) if any_digit(seg) else 0
+        base += min(numbers, 4)  # quantities, dates, versions
+        caps = capitals(seg) if capitals else None
+        names = tuple([w.lower() for w in caps[:8]]) if caps else ()
+        if error and has_error(low):
+            base += 1.5
+        if decision and decision(low):
+            base += 0.4
+        factor = weight
+        if len(content) <= 2 and not numbers and not ids:
+            factor *= 0.3  # "Thanks, Mel!", "Sounds good." carry little
+        stripped = seg.strip()
+        if stripped[-1:] == "?":
+            factor *= 0.6  # a question asks; the answer holds the fact
+        out.append(Features(content, base, factor, bool(numbers or ids), stripped, names))
+    return out
 
 
 def combine(f: Features, ctx: ScoreContext) -> float:

@@ -114,3 +114,28 @@ def test_token_set_finds_identifiers_shown_as_tokens():
     for value in ("app", "src/other.py", "x.org", "app.py", 42):
         assert value not in ts, value  # whole tokens only
     assert "install -e" in ts  # a value holding a space: a substring test
+
+
+# Characters that make identifiers, with their edges: a dot or colon inside a token or
+# at its end, slashes, digits, inner capitals, delimiters.
+_ID_ALPHABET = st.sampled_from([*"aZbY.:/\\_09 -()`'\"<>,;~#@?!\n", "ab", "Cd", "py"])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_ID_ALPHABET, max_size=40).map("".join))
+def test_the_quick_gate_never_hides_an_identifier(text):
+    """find_identifiers skips its token scan when one quick search finds no character an
+    identifier needs; the scan on such a text finds nothing either."""
+    from ctxfold.text.primitives import _MAYBE_IDENTIFIER, _identifier_tokens
+
+    if not _MAYBE_IDENTIFIER.search(text):
+        assert list(_identifier_tokens(text)) == []
+
+
+def test_the_quick_gate_keeps_every_identifier_of_the_bundled_conversations(examples):
+    from ctxfold.text.primitives import _identifier_tokens
+
+    for _, messages in examples:
+        for m in messages:
+            gated = [f for f in find_identifiers(m.text) if f[0] != "code"]
+            assert gated == list(_identifier_tokens(m.text))

@@ -21,7 +21,7 @@ from ...text.layers import (
     truncate_observation,
 )
 from ...text.primitives import find_identifiers, json_strings, json_values
-from ...text.scoring import ALL_FLAGS, Features, Flags, features, segments_of
+from ...text.scoring import ALL_FLAGS, Features, Flags, features, segment_features, segments_of
 from .policy import POLICY
 
 __all__ = ["Analysis", "Analyzer"]
@@ -218,22 +218,5 @@ def _segments(
         flags = Flags.of(p.text) if len(segs) > 4 else ALL_FLAGS
         weight = p.weight * (POLICY.preserved_weight if p.keep else 1.0)
         segments.append(tuple(segs))
-        feats.append(tuple(_features(segs, found, flags, weight)))
+        feats.append(tuple(segment_features(segs, found, flags, weight)))
     return segments, feats
-
-
-def _features(segs: list[str], found: list[Found], flags: Flags, weight: float) -> list[Features]:
-    """Each segment's features, with the kinds of the identifiers that start in it."""
-    if not found:
-        return [features(seg, (), flags, weight) for seg in segs]
-    out = []
-    pos = at = 0
-    for seg in segs:
-        end = pos + len(seg)
-        kinds: list[str] = []
-        while at < len(found) and found[at][2] < end:
-            kinds.append(found[at][0])
-            at += 1
-        out.append(features(seg, kinds, flags, weight))
-        pos = end
-    return out
