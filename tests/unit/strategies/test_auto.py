@@ -6,11 +6,13 @@ import dataclasses
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import ctxfold
 from conftest import example_records
 from ctxfold import AutoCompressor, ExtractiveSummarizer, Layers, Message, ToolCall, get_counter
-from ctxfold.strategies.auto.assemble import Notes
+from ctxfold.strategies.auto.assemble import Notes, _outermost
 from ctxfold.validity import turn_order_problems
 
 COUNTER = get_counter("o200k_base")
@@ -423,3 +425,11 @@ def test_a_note_speaking_as_the_user_is_not_taken_for_the_task():
     r = AutoCompressor(reversible=False).compress(msgs, budget=600, counter=COUNTER)
     assert r.trace[1].reason != "task"
     assert r.trace[3].reason == "task"  # the first thing the user said
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(alphabet="ab/.", min_size=1, max_size=6), max_size=10, unique=True))
+def test_a_listed_value_inside_another_is_not_listed_again(values):
+    """The note lists a value once: not when it is found inside another listed one."""
+    joined = "\n".join(values)
+    assert _outermost(values) == [v for v in values if joined.count(v) == 1]

@@ -73,9 +73,7 @@ class Notes:
         ``shown``, none listed twice (one inside another listed one is found there)."""
         how = "summarized" if summarized else "condensed"
         in_shown = lookup(shown, len(candidates))
-        listed = list(dict.fromkeys(v for v in candidates if v not in in_shown))
-        joined = "\n".join(listed)  # a value inside another listed one is found there
-        listed = [v for v in listed if joined.count(v) == 1]
+        listed = _outermost(dict.fromkeys(v for v in candidates if v not in in_shown))
         body = list(lines)
         if listed:
             body.append(POLICY.also + ", ".join(listed))
@@ -98,6 +96,20 @@ class Notes:
                 meta["codebook_saved"] = saved
                 text = header + "\n" + encoded
         return note_message(self.role, "note", f"{earlier(folded)} {how}", text, **meta)
+
+
+def _outermost(values: Sequence[str] | dict[str, None]) -> list[str]:
+    """``values`` (distinct, none holding a line break) less those found inside another
+    one: a value is inside only longer ones, so each is looked for in the longer values
+    alone, joined longest first."""
+    longest_first = sorted(values, key=len, reverse=True)
+    joined = "\n".join(longest_first)
+    ends: dict[int, int] = {}  # length -> where the values of that length begin
+    pos = 0
+    for v in longest_first:
+        ends.setdefault(len(v), pos)
+        pos += len(v) + 1
+    return [v for v in values if joined.find(v, 0, ends[len(v)]) < 0]
 
 
 def condensed(p: Plan) -> str:
