@@ -35,7 +35,10 @@ __all__ = [
 ]
 
 _STOP = word_list("stop_words")
-_CAPITAL = re.compile(r"(?<=[a-z,;:] )[A-Z][a-z]{2,}")
+# A capitalized word inside a sentence (after a lower-case word, a comma or a
+# semicolon): a name. Not after a colon: a note's speaker tag ("Caroline: Taking care
+# of ...") starts a sentence, where capitals say nothing.
+_CAPITAL = re.compile(r"(?<=[a-z,;] )[A-Z][a-z]{2,}")
 _NUMBER = re.compile(r"\d+(?:[.,:/-]\d+)*")
 
 
@@ -203,7 +206,7 @@ def segment_features(
         numbers = len(numbers_of(seg)) if any_digit(seg) else 0
         base += min(numbers, 4)  # quantities, dates, versions
         caps = capitals(seg) if capitals else None
-        names = tuple([w.lower() for w in caps[:8]]) if caps else ()
+        names = tuple([w for w in map(str.lower, caps) if w not in stop][:8]) if caps else ()
         if error and has_error(low):
             base += 1.5
         if decision and decision(low):

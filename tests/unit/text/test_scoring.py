@@ -48,3 +48,15 @@ def test_scores_do_not_depend_on_the_process_hash_seed():
         for seed in ("0", "1", "6", "42")
     }
     assert len(outs) == 1
+
+
+def test_a_speaker_tag_or_a_capital_stop_word_makes_no_name():
+    """A note line starts with its speaker's tag: the capital after it starts the
+    sentence, as in the message it came from, so the line scores as that sentence did."""
+    assert features("Caroline: Taking care of ourselves is vital.").names == ()
+    assert features("Taking care of ourselves is vital.").names == ()
+    assert features("yes, The plan holds").names == ()
+    assert features("we met Melanie in Boston, then Oslo").names == ("melanie", "boston", "oslo")
+    tagged, plain = features("Mel: Hiking is fun."), features("Hiking is fun.")
+    ctx = ScoreContext()
+    assert abs(combine(tagged, ctx) - combine(plain, ctx)) <= 0.2  # the tag word only
