@@ -31,6 +31,7 @@ __all__ = [
     "Pinned",
     "Prepares",
     "Strategy",
+    "WordCounts",
 ]
 
 MessageLike = Message | Mapping[str, Any]
@@ -82,6 +83,17 @@ class Pinned(NamedTuple):
 
 
 @dataclass(frozen=True)
+class WordCounts:
+    """In how many messages of a whole conversation each content word occurs: the
+    rarity a strategy scores by when it is handed only part of the conversation (a
+    session's compaction sees its last note and the messages since), so that a word
+    is as rare in every compaction as in the conversation."""
+
+    documents: int
+    frequency: Mapping[str, int]
+
+
+@dataclass(frozen=True)
 class Conversation:
     """A history known to exceed ``budget``, as a strategy is handed it: the messages,
     each one's tokens, the units (a unit is never split) and the counter."""
@@ -92,14 +104,22 @@ class Conversation:
     budget: int
     counter: TokenCounter
     overhead: int = field(default=0)  # the tokens of an empty conversation
+    rarity: WordCounts | None = None  # of the whole conversation, when this is a part
 
     @classmethod
     def of(
-        cls, messages: list[Message], *, budget: int, counter: TokenCounter, grouping: Grouping
+        cls,
+        messages: list[Message],
+        *,
+        budget: int,
+        counter: TokenCounter,
+        grouping: Grouping,
+        rarity: WordCounts | None = None,
     ) -> Conversation:
         """Count every message once."""
         tokens = [counter.count_message(m) for m in messages]
-        return cls(messages, tokens, grouping, budget, counter, counter.count_messages([]))
+        overhead = counter.count_messages([])
+        return cls(messages, tokens, grouping, budget, counter, overhead, rarity)
 
     def with_budget(self, budget: int) -> Conversation:
         """The same conversation, to fit another budget."""

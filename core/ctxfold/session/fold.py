@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from ..contract import Conversation, Strategy
+from ..contract import Conversation, Strategy, WordCounts
 from ..messages import Message
 from ..result import NOTE_KEY, Decision
 from ..reversible.rounds import RoundSettings, compact_reversibly
@@ -38,14 +38,17 @@ def compact(
     previous: Fold | None,
     cut: int,
     target: int,
+    rarity: WordCounts | None = None,
 ) -> Fold:
     """Compact the previous prefix and ``history[previous.upto:cut]`` to at most
     ``target`` tokens in a reversible round (raises :class:`ctxfold.BudgetError` when
-    what must be kept cannot fit)."""
+    what must be kept cannot fit); ``rarity``: the word counts of the whole history."""
     start = previous.upto if previous else 0
     inputs = [*(previous.prefix if previous else ()), *history[start:cut]]
     sources = [*(previous.sources if previous else ()), *range(start, cut)]
-    conv = Conversation.of(inputs, budget=target, counter=counter, grouping=group_units(inputs))
+    conv = Conversation.of(
+        inputs, budget=target, counter=counter, grouping=group_units(inputs), rarity=rarity
+    )
     done, round_id = compact_reversibly(strategy, conv, settings)
     out = list(done.messages)
     decisions = tuple(

@@ -14,12 +14,14 @@ import asyncio
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from itertools import accumulate
+from types import MappingProxyType
 from typing import Any
 
 from .._state import default
-from ..contract import CounterSpec, MessageLike, Prepares, Strategy
+from ..contract import CounterSpec, MessageLike, Prepares, Strategy, WordCounts
 from ..exceptions import BudgetError, ConfigurationError, SessionNotFoundError
 from ..messages import Message, as_messages
 from ..result import CompressionResult, CompressionStats, Decision
@@ -29,6 +31,7 @@ from ..reversible.tool import ExpandTool
 from ..storage.store import MemoryStore, VerbatimStore, get_store
 from ..strategies.base import check_budget
 from ..strategies.registry import normalize
+from ..text.scoring import content_words
 from ..tokens import TokenCounter, get_counter
 from .fold import compact, open_start
 from .log import Fold, SessionLog
@@ -166,12 +169,15 @@ class Session:
         self._prefix_tokens = 0  # the fold's prefix, messages only
         self._prepared = 0  # messages the strategy has worked ahead on
         self._prepared_round: str | None = None  # ...and the compaction whose prefix
+        self._words: Counter[str] = Counter()  # messages of the history with each word
 
     def _extend(self, messages: list[Message]) -> None:
         count = self.counter.count_message
         tokens = [count(m) for m in messages]
         start = len(self._history)
         self._history += messages
+        for m in messages:
+            self._words.update(content_words(m.text))
         self._cum += list(accumulate(tokens, initial=self._cum[-1]))[1:]
         self._trace += [
             Decision(start + k, "kept", "fits_budget", t, t, _STEP) for k, t in enumerate(tokens)
@@ -316,7 +322,14 @@ class Session:
                 continue
             try:
                 fold = compact(
-                    self.strategy, self._rounds, self.counter, history, self._fold, cut, target
+                    self.strategy,
+                    self._rounds,
+                    self.counter,
+                    history,
+                    self._fold,
+                    cut,
+                    target,
+                    WordCounts(len(history), MappingProxyType(self._words)),
                 )
             except BudgetError as exc:
                 error = exc

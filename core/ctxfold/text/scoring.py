@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from .._state import LRU, memo
+from ..contract import WordCounts
 from ..tokens import TokenCounter
 from .adapters import Piece, registry_version, split_message_text
 from .layers import minify_json
@@ -25,6 +26,7 @@ __all__ = [
     "Flags",
     "ScoreContext",
     "combine",
+    "content_words",
     "elide",
     "features",
     "has_error",
@@ -71,12 +73,20 @@ class ScoreContext:
         return cls(idf=idf, goal=goal_words)
 
     @classmethod
-    def from_words(cls, documents: Sequence[frozenset[str]], goal: str = "") -> ScoreContext:
-        """Like :meth:`build`, from each document's content words (already found)."""
+    def from_words(
+        cls, documents: Sequence[frozenset[str]], goal: str = "", rarity: WordCounts | None = None
+    ) -> ScoreContext:
+        """Like :meth:`build`, from each document's content words (already found); with
+        ``rarity``, a word is as rare as in the whole conversation those counts are of."""
         df: Counter[str] = Counter()
         for words in documents:
             df.update(words)
         n = max(len(documents), 1)
+        if rarity is not None:
+            n = max(n, rarity.documents)
+            whole = rarity.frequency
+            for w, c in df.items():
+                df[w] = max(c, whole.get(w, 0))
         idf = {w: min(math.log((n + 1) / (c + 0.5)), 4.0) for w, c in df.items()}
         goal_words = frozenset(_CONTENT.findall(goal.lower())) - _STOP
         return cls(idf=idf, goal=goal_words)
@@ -164,6 +174,11 @@ class Features(NamedTuple):
     signal: bool  # holds numbers or identifiers
     line: str  # the stripped text, to spot lines shown again later
     names: tuple[str, ...] = ()  # capitalized words inside the sentence, lower-cased
+
+
+def content_words(text: str) -> frozenset[str]:
+    """The content words of ``text`` (lower-cased, no stop words), as scoring sees them."""
+    return frozenset(_CONTENT.findall(text.lower())) - _STOP
 
 
 def features(

@@ -345,3 +345,29 @@ def test_loading_an_id_the_store_never_held_is_an_error_and_the_constructor_star
     assert fresh.history == ()
     fresh.clear()  # a cleared session exists, empty
     assert Session.load("nobody", store=store).history == ()
+
+
+def test_compacting_every_turn_keeps_most_of_what_one_compaction_keeps() -> None:
+    """A compaction sees only its last note and the messages since, yet scores words
+    by their rarity in the whole history: folded again turn after turn, the note keeps
+    most of the answers that one compaction of the whole history keeps (LoCoMo, its
+    three shortest conversations, 4K tokens, compacting on every turn)."""
+    from tests.conftest import DATA_DIR, SKIP_NO_DATA
+
+    if DATA_DIR is None:
+        pytest.skip(SKIP_NO_DATA)
+    lines = (DATA_DIR / "locomo.jsonl").read_text(encoding="utf-8").splitlines()
+    records = sorted(map(json.loads, lines), key=lambda r: len(r["messages"]))[:3]
+    kept = {"session": 0, "compress": 0}
+    for record in records:
+        msgs = ctxfold.from_openai(record["messages"])
+        session = Session(budget=4000, store=MemoryStore(), cache_stable=False)
+        outputs = {
+            "session": _replay(session, msgs, 4000)[-1].messages,
+            "compress": ctxfold.compress(msgs, budget=4000).messages,
+        }
+        answers = [str(q["answer"]).lower() for q in record["probes"]["questions"]]
+        for name, out in outputs.items():
+            shown = "\n".join(m.text for m in out).lower()
+            kept[name] += sum(1 for a in answers if a and a in shown)
+    assert kept["session"] >= 0.65 * kept["compress"], kept

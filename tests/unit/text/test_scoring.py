@@ -60,3 +60,15 @@ def test_a_speaker_tag_or_a_capital_stop_word_makes_no_name():
     tagged, plain = features("Mel: Hiking is fun."), features("Hiking is fun.")
     ctx = ScoreContext()
     assert abs(combine(tagged, ctx) - combine(plain, ctx)) <= 0.2  # the tag word only
+
+
+def test_a_word_common_in_the_whole_conversation_is_not_rare_in_a_part_of_it():
+    from ctxfold.contract import WordCounts
+
+    part = [frozenset({"adoption", "agency"}), frozenset({"hiking"})]
+    alone = ScoreContext.from_words(part)
+    assert alone.idf["adoption"] == alone.idf["hiking"]
+    whole = WordCounts(200, {"adoption": 150, "hiking": 1})
+    ctx = ScoreContext.from_words(part, rarity=whole)
+    assert ctx.idf["adoption"] < 0.5 < ctx.idf["hiking"]
+    assert ctx.idf["agency"] == ctx.idf["hiking"]  # unknown to the counts: counted here

@@ -94,7 +94,8 @@ def fit(conv: Conversation, opts: AutoOptions, analyzer: Analyzer, notes: Notes)
 
     users = [i for i in range(n) if from_user(messages[i])]
     goal = " ".join(messages[i].text for i in {users[0], users[-1]}) if users else ""
-    ctx = ScoreContext.from_words([analyzer(messages[i], tokens[i]).words for i in old_idx], goal)
+    docs = [analyzer(messages[i], tokens[i]).words for i in old_idx]
+    ctx = ScoreContext.from_words(docs, goal, conv.rarity)
     ctx.repeated_later = frozenset(lines_repeated_later(messages, old_idx))
     plans = {i: make_plan(analyzer(messages[i], tokens[i]), i, ctx) for i in old_idx}
     if analyzer.layers.dedup:
