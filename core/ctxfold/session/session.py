@@ -317,6 +317,7 @@ class Session:
         room = budget - waiting
         low = int(self._low_share(budget) * budget) if self.cache_stable else budget
         error: BudgetError | None = None
+        rarity = WordCounts(len(history), MappingProxyType(self._words))
         for target in dict.fromkeys((min(low, room), room)):
             if target <= 0:
                 continue
@@ -329,7 +330,7 @@ class Session:
                     self._fold,
                     cut,
                     target,
-                    WordCounts(len(history), MappingProxyType(self._words)),
+                    rarity,
                 )
             except BudgetError as exc:
                 error = exc

@@ -62,15 +62,7 @@ class ScoreContext:
     @classmethod
     def build(cls, documents: Sequence[str], goal: str = "") -> ScoreContext:
         """IDF over ``documents`` (one per message) and the content words of ``goal``."""
-        df: Counter[str] = Counter()
-        for doc in documents:
-            df.update(set(_CONTENT.findall(doc.lower())))
-        for w in _STOP & df.keys():
-            del df[w]
-        n = max(len(documents), 1)
-        idf = {w: min(math.log((n + 1) / (c + 0.5)), 4.0) for w, c in df.items()}
-        goal_words = frozenset(_CONTENT.findall(goal.lower())) - _STOP
-        return cls(idf=idf, goal=goal_words)
+        return cls.from_words([content_words(doc) for doc in documents], goal)
 
     @classmethod
     def from_words(
@@ -88,8 +80,7 @@ class ScoreContext:
             for w, c in df.items():
                 df[w] = max(c, whole.get(w, 0))
         idf = {w: min(math.log((n + 1) / (c + 0.5)), 4.0) for w, c in df.items()}
-        goal_words = frozenset(_CONTENT.findall(goal.lower())) - _STOP
-        return cls(idf=idf, goal=goal_words)
+        return cls(idf=idf, goal=content_words(goal))
 
 
 _CONTENT = re.compile(r"[a-z][a-z-]+[a-z]")
@@ -185,7 +176,8 @@ def features(
     text: str, kinds: Sequence[str] | None = None, flags: Flags = ALL_FLAGS, weight: float = 1.0
 ) -> Features:
     """The conversation-independent part of :func:`score`."""
-    found = list(find_identifiers(text)) if kinds is None else [(k, "", 0, 0) for k in kinds]
+    # Given kinds all count for this one segment: they start before it.
+    found = list(find_identifiers(text)) if kinds is None else [(k, "", -1, -1) for k in kinds]
     return segment_features([text], found, flags, weight)[0]
 
 
@@ -210,11 +202,11 @@ def segment_features(
     pos = at = 0
     for seg in segments:
         pos += len(seg)
-        base, ids = 0.2, at
+        base, first = 0.2, at
         while at < n and found[at][2] < pos:
             base += 2.5 if found[at][0] in _PATH_KINDS else 1.5
             at += 1
-        ids = at - ids
+        ids = at - first
         low = seg.lower()
         words = content_of(low)
         content = frozenset(words).difference(stop) if words else _NO_WORDS

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -371,3 +372,26 @@ def test_compacting_every_turn_keeps_most_of_what_one_compaction_keeps() -> None
             shown = "\n".join(m.text for m in out).lower()
             kept[name] += sum(1 for a in answers if a and a in shown)
     assert kept["session"] >= 0.65 * kept["compress"], kept
+
+
+def test_each_compaction_is_handed_the_word_counts_of_the_whole_history() -> None:
+    """A strategy sees the last note and the messages since, and with them the counts
+    of the whole history: in how many messages each content word occurs."""
+    from ctxfold.text.scoring import content_words
+
+    seen: list[tuple[int, dict[str, int]]] = []
+
+    class Spy(ctxfold.AutoCompressor):
+        def compact(self, conversation):  # type: ignore[no-untyped-def]
+            rarity = conversation.rarity
+            assert rarity is not None
+            seen.append((rarity.documents, dict(rarity.frequency)))
+            return super().compact(conversation)
+
+    _, msgs = example_conversations()[0]
+    session = Session(budget=1500, store=MemoryStore(), strategy=Spy())
+    _replay(session, msgs, 1500)
+    assert len(seen) >= 2  # more than one compaction, each told of the whole
+    for documents, frequency in seen:
+        words = [content_words(m.text) for m in msgs[:documents]]
+        assert frequency == dict(Counter(w for ws in words for w in ws))

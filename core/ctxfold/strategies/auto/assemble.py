@@ -6,7 +6,7 @@ the identifiers of folded content that appear nowhere else."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
@@ -98,7 +98,7 @@ class Notes:
         return note_message(self.role, "note", f"{earlier(folded)} {how}", text, **meta)
 
 
-def _outermost(values: Sequence[str] | dict[str, None]) -> list[str]:
+def _outermost(values: Collection[str]) -> list[str]:
     """``values`` (distinct, none holding a line break) less those found inside another
     one: a value is inside only longer ones, so each is looked for in the longer values
     alone, joined longest first."""
