@@ -13,6 +13,7 @@ import sys
 import textwrap
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -372,6 +373,31 @@ def test_compacting_every_turn_keeps_most_of_what_one_compaction_keeps() -> None
             shown = "\n".join(m.text for m in out).lower()
             kept[name] += sum(1 for a in answers if a and a in shown)
     assert kept["session"] >= 0.65 * kept["compress"], kept
+
+
+def test_a_session_keeps_the_identifiers_of_a_long_task_across_compactions() -> None:
+    """The task's identifiers weigh more; folded, then shown again verbatim by a tool
+    result, then folded with it, they keep that weight round after round (mini-SWE-agent,
+    the six conversations with the longest task statement, 4K tokens; 79% before)."""
+    from tests.conftest import DATA_DIR, SKIP_NO_DATA
+
+    if DATA_DIR is None:
+        pytest.skip(SKIP_NO_DATA)
+    lines = (DATA_DIR / "mini_swe_agent.jsonl").read_text(encoding="utf-8").splitlines()
+
+    def task_length(record: dict[str, Any]) -> int:
+        return len(next(m["content"] for m in record["messages"] if m["role"] == "user"))
+
+    records = sorted(map(json.loads, lines), key=task_length, reverse=True)[:6]
+    found = findable = 0
+    for record in records:
+        msgs = ctxfold.from_openai(record["messages"])
+        out = _replay(Session(budget=4000, store=MemoryStore()), msgs, 4000)[-1].messages
+        history = "\n".join(m.text + " ".join(c.arguments for c in m.tool_calls) for m in msgs)
+        shown = "\n".join(m.text + " ".join(c.arguments for c in m.tool_calls) for m in out)
+        idents = [i for i in record["probes"]["identifiers"] if i in history]
+        found, findable = found + sum(i in shown for i in idents), findable + len(idents)
+    assert found >= 0.95 * findable, (found, findable)
 
 
 def test_each_compaction_is_handed_the_word_counts_of_the_whole_history() -> None:

@@ -388,7 +388,9 @@ def test_a_note_folded_again_keeps_the_weight_of_what_it_listed():
     first = AutoCompressor(reversible=False).compress(msgs, budget=900, counter=COUNTER)
     note = next(m for m in first.messages if m.metadata.get("ctxfold"))
     weights = note.metadata["ctxfold"]["weights"]
-    assert weights and set(weights) <= set(note.metadata["ctxfold"]["listed"])
+    shown = "\n".join(m.text for m in first.messages)
+    assert weights and all(v in shown for v in weights)
+    assert set(note.metadata["ctxfold"]["listed"]) <= set(weights)
     # Folded again, what the note listed keeps that weight (named once in the note,
     # it would otherwise count as mentioned once).
     listed = next(iter(weights))
@@ -411,6 +413,33 @@ def test_a_note_folded_again_keeps_the_weight_of_what_it_listed():
         return sum(v in text for v in weights)
 
     assert kept(again) > kept(without)  # 56 against 45 when written
+
+
+def test_the_task_weight_of_an_identifier_shown_verbatim_is_carried():
+    # The task names engine.py; so does the newest tool output, kept verbatim, so the
+    # note does not list it. When a later round folds that output, the identifier must
+    # still weigh as the task's, not as one mention in a tool result.
+    from ctxfold.strategies.auto.plan import identifier_pool
+
+    task = "Fix the crash in src/core/engine.py (EngineError in Engine.start_loop).\n" + "\n".join(
+        f"  File lib/deep/frame_{k}.py, line {k}, in step_{k}" for k in range(60)
+    )
+    msgs = [Message("system", "Agent."), Message("user", task)]
+    for k in range(24):
+        call = ToolCall(f"c{k}", "bash", json.dumps({"command": f"cat notes/n{k}.txt"}))
+        msgs.append(Message("assistant", f"Reading note {k}.", tool_calls=(call,)))
+        msgs.append(Message("tool", f"note {k}: lib/mod_{k}.py is fine", tool_call_id=f"c{k}"))
+    last = ToolCall("c99", "bash", json.dumps({"command": "grep -n start_loop src/core/engine.py"}))
+    msgs.append(Message("assistant", "Looking at the engine.", tool_calls=(last,)))
+    msgs.append(Message("tool", "src/core/engine.py:40: def start_loop(self):", tool_call_id="c99"))
+    budget = COUNTER.count_messages(msgs) // 2
+    r = AutoCompressor(reversible=False).compress(msgs, budget=budget, counter=COUNTER)
+    note = next(m for m in r.messages if m.metadata.get("ctxfold"))
+    weights = note.metadata["ctxfold"]["weights"]
+    assert "src/core/engine.py" not in note.text  # shown verbatim below the note
+    once = dict(identifier_pool({}, [], -1, {1: {"lib/mod_3.py": 1.0}}))
+    assert weights["src/core/engine.py"] > weights.get("lib/mod_3.py", once["lib/mod_3.py"])
+    assert weights["src/core/engine.py"] == max(weights.values())  # the task's, boosted
 
 
 def test_a_note_speaking_as_the_user_is_not_taken_for_the_task():

@@ -25,7 +25,7 @@ from ...text.layers import Layers, build_codebook
 from ...text.scoring import elide
 from ...tokens import TokenCounter
 from ...units import Unit
-from .plan import Plan, lookup
+from .plan import Plan, lookup, shown_text
 from .policy import POLICY, Verbatim
 
 __all__ = ["Assembled", "Layout", "Notes", "assemble", "savings"]
@@ -227,11 +227,9 @@ def assemble(
             action: Action = "deduplicated" if p.deduplicated else "summarized"
             trace.append(Decision(i, action, FOLDED, t, 0, step, tuple(p.reasons)))
     if note_at is not None:
-        shown_text = "\n".join(
-            m.text + " " + " ".join(c.arguments for c in m.tool_calls) for m in out
-        ) + "\n".join(lines)
+        shown = shown_text(out) + "\n".join(lines)
         listed = [v for (v, _), ok in zip(layout.pool, chosen_ids, strict=True) if ok]
-        note = notes.write(folded, lines, listed, shown_text, counter)
+        note = notes.write(folded, lines, listed, shown, counter)
         note_at = insert_note(out, note, hole=note_at)
     return Assembled(out, trace, note_at)
 

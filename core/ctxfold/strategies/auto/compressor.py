@@ -103,6 +103,7 @@ class AutoCompressor(BaseCompressor):
         notes = Notes(self.note_role, self.layers)
         fitted = fit(conv, self, Analyzer(self.layers, self.adapters), notes)
         fitted = fill(fitted, conv.budget, conv.counter)
-        out = with_weights(summarize_note(conv, fitted, self, notes), fitted.note_at, fitted.pool)
+        out = summarize_note(conv, fitted, self, notes)
+        out = with_weights(out, fitted.note_at, fitted.weights)
         note = None if fitted.note_at is None else out[fitted.note_at]
         return Compaction(out, fitted.trace, savings(fitted.plans, conv.tokens, note, conv.counter))

@@ -27,6 +27,7 @@ from .plan import (
     lookup,
     make_plan,
     mark_duplicates,
+    shown_text,
 )
 from .policy import POLICY, AutoOptions, Verbatim
 from .select import Selection, items, select, trim
@@ -36,13 +37,16 @@ __all__ = ["Fitted", "fill", "fit", "summarize_note"]
 
 class Fitted(NamedTuple):
     """What the fit loop settled on; ``plans`` holds every message that was folded or
-    compressed (the older ones), ``note_at`` the note's position in ``messages``."""
+    compressed (the older ones), ``note_at`` the note's position in ``messages``,
+    ``pool`` the identifiers the note may list, ``weights`` those of every identifier
+    of the older messages (the ones kept verbatim too)."""
 
     messages: list[Message]
     trace: list[Decision]
     note_at: int | None
     plans: dict[int, Plan]
     pool: list[tuple[str, float]]
+    weights: Mapping[str, float]
 
 
 def _verbatim(
@@ -85,7 +89,7 @@ def fit(conv: Conversation, opts: AutoOptions, analyzer: Analyzer, notes: Notes)
     if pinned_cost > budget or not free:
         overflow(opts.overflow, required=pinned_cost, budget=budget, what="the pinned messages")
         out, trace, _ = keep_only(conv, pinned, pinned, opts.name)
-        return Fitted(list(out), trace, None, {}, [])
+        return Fitted(list(out), trace, None, {}, [], {})
     avail = budget - pinned_cost - POLICY.note_overhead
     verbatim, used, first_user = _verbatim(conv, free, avail, opts)
     task = first_user.start if first_user else -1
@@ -102,10 +106,8 @@ def fit(conv: Conversation, opts: AutoOptions, analyzer: Analyzer, notes: Notes)
         mark_duplicates(messages, plans)
 
     pool = identifier_pool(plans, old_idx, task, carried_weights(messages, old_idx))
-    verbatim_text = "\n".join(
-        messages[i].text + " ".join(c.arguments for c in messages[i].tool_calls) for i in verbatim
-    )
-    in_verbatim = lookup(verbatim_text, len(pool))
+    in_verbatim = lookup(shown_text(messages[i] for i in verbatim), len(pool))
+    weights = dict(pool)
     pool = [(v, w) for v, w in pool if v not in in_verbatim]
     sel = items(plans, old_idx, task, n, pool)
     select(sel, plans, avail - used, opts.digest_share * avail)
@@ -127,7 +129,7 @@ def fit(conv: Conversation, opts: AutoOptions, analyzer: Analyzer, notes: Notes)
         layout.old_units = sorted([*layout.old_units, oldest], key=lambda u: u.start)
         done = _converge(conv, layout, sel, notes, opts.name, loop)
     if done is not None:
-        return Fitted(*done, plans, pool)
+        return Fitted(*done, plans, pool, weights)
     return _fold_all(conv, layout, notes, opts)
 
 
@@ -142,17 +144,18 @@ def carried_weights(messages: Sequence[Message], old_idx: list[int]) -> dict[int
     return out
 
 
-def with_weights(
-    out: list[Message], at: int | None, pool: list[tuple[str, float]]
-) -> list[Message]:
-    """The note at ``at`` with the weight of each identifier it lists in its metadata,
-    for a later round that folds it again (see :func:`identifier_pool`)."""
+def with_weights(out: list[Message], at: int | None, weights: Mapping[str, float]) -> list[Message]:
+    """The note at ``at`` with, in its metadata, the weight of each identifier the
+    output lists or shows (in the note or in a message kept verbatim), for a later
+    round that folds it again (see :func:`identifier_pool`): an identifier of the task
+    keeps the task's weight when the message that showed it is folded later."""
     if at is None:
         return out
     note = out[at]
     meta = dict(note.metadata[NOTE_KEY])
     listed = set(meta.get("listed", ()))
-    meta["weights"] = {v: round(w, 4) for v, w in pool if v in listed}
+    seen = lookup(shown_text(out), len(weights))
+    meta["weights"] = {v: round(w, 4) for v, w in weights.items() if v in listed or v in seen}
     return [*out[:at], replace(note, metadata={NOTE_KEY: meta}), *out[at + 1 :]]
 
 
@@ -210,7 +213,7 @@ def _fold_all(conv: Conversation, layout: Layout, notes: Notes, opts: AutoOption
             budget=conv.budget,
             what="the pinned messages and the shortest note on the folded ones",
         )
-    return Fitted(out, trace, note_at, layout.plans, [])
+    return Fitted(out, trace, note_at, layout.plans, [], {})
 
 
 def fill(fitted: Fitted, budget: int, counter: TokenCounter) -> Fitted:
@@ -225,11 +228,7 @@ def fill(fitted: Fitted, budget: int, counter: TokenCounter) -> Fitted:
     if room < POLICY.min_fill or "codebook" in meta or not isinstance(note.content, str):
         return fitted  # a codebook note is decoded as a whole: leave it be
     text = note.content
-    shown = "\n".join(
-        m.text + " " + " ".join(c.arguments for c in m.tool_calls)
-        for k, m in enumerate(out)
-        if k != at
-    )
+    shown = shown_text(m for k, m in enumerate(out) if k != at)
     seen = lookup(shown, len(fitted.pool))
     also = POLICY.also
     listing = text.rsplit("\n", 1)[-1].startswith(also)

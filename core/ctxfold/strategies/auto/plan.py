@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from ...messages import Message, ToolCall
@@ -25,6 +25,7 @@ __all__ = [
     "lookup",
     "make_plan",
     "mark_duplicates",
+    "shown_text",
 ]
 
 #: What a copy of a later message shows in its place.
@@ -120,6 +121,11 @@ def mark_duplicates(messages: list[Message], plans: dict[int, Plan]) -> None:
             p.deduplicated = True
             p.reasons = ["dedup:repeated_later"]
         later.add(text)
+
+
+def shown_text(messages: Iterable[Message]) -> str:
+    """What ``messages`` show a reader: each one's text and its tool calls' arguments."""
+    return "\n".join(m.text + " " + " ".join(c.arguments for c in m.tool_calls) for m in messages)
 
 
 def lookup(text: str, n: int) -> str | TokenSet:
