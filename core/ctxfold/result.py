@@ -12,6 +12,7 @@ from .messages import Message, to_anthropic, to_openai
 
 __all__ = [
     "FOLDED",
+    "NOTE_HEAD",
     "NOTE_KEY",
     "SYSTEM_ROLES",
     "Action",
@@ -44,7 +45,8 @@ def note_message(role: str, kind: str, what: str, body: str, **meta: Any) -> Mes
     return Message(role, text, metadata={NOTE_KEY: {"kind": kind, "what": what, **meta}})
 
 
-_NOTE_HEAD = re.compile(r"\[ctxfold(?: round [0-9a-f]{10,64})?[:\]]")
+#: The start of a note's first line, with or without a reversible round's id.
+NOTE_HEAD = re.compile(r"\[ctxfold(?: round [0-9a-f]{10,64})?[:\]]")
 
 
 def is_note(m: Message) -> bool:
@@ -54,7 +56,7 @@ def is_note(m: Message) -> bool:
     meta = m.metadata.get(NOTE_KEY)
     if isinstance(meta, Mapping) and "what" in meta:
         return True
-    return m.role != "user" and m.role != "tool" and bool(_NOTE_HEAD.match(m.text))
+    return m.role != "user" and m.role != "tool" and bool(NOTE_HEAD.match(m.text))
 
 
 def from_user(m: Message) -> bool:

@@ -442,6 +442,33 @@ def test_the_task_weight_of_an_identifier_shown_verbatim_is_carried():
     assert weights["src/core/engine.py"] == max(weights.values())  # the task's, boosted
 
 
+def test_a_note_folded_again_and_again_keeps_content_under_its_speakers() -> None:
+    # A session folds its note again at every compaction. The old note's first line
+    # (and the round id in it) is no content, and its lines keep their own speakers:
+    # neither nested heads nor the note's own tag ("system: Bob: ...") pile up, and a
+    # sentence kept from the middle of a line keeps the speaker of the line.
+    def chat(start: int, n: int) -> list[Message]:
+        out = []
+        for k in range(start, start + n):
+            ann = f"On day {k} I visited Lake {k * 7} with Priya and paid {k * 3} euros."
+            bob = f"Lovely! Day {k} sounds calm; I fixed bike number {k * 11}."
+            out += [Message("user", ann, name="Ann"), Message("assistant", bob, name="Bob")]
+        return out
+
+    msgs = [Message("system", "Chat between Ann and Bob."), *chat(0, 30)]
+    budget = COUNTER.count_messages(msgs) // 3
+    history = list(AutoCompressor().compress(msgs, budget=budget, counter=COUNTER).messages)
+    for k in range(4):
+        history += chat(30 + 20 * k, 20)
+        history = list(AutoCompressor().compress(history, budget=budget, counter=COUNTER).messages)
+    note = next(m for m in history if m.metadata.get("ctxfold"))
+    head, *lines = note.text.split("\n")
+    body = [line for line in lines if not line.startswith("Also mentioned: ")]
+    assert head.startswith("[ctxfold round ") and len(body) > 5
+    assert all(line.startswith(("Ann: ", "Bob: ")) for line in body), body
+    assert not any(line.startswith(("Ann: Bob:", "Bob: Ann:", "Ann: Ann:")) for line in body)
+
+
 def test_a_note_speaking_as_the_user_is_not_taken_for_the_task():
     from ctxfold.result import from_user, note_message
 

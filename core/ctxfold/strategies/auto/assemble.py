@@ -5,6 +5,7 @@ the identifiers of folded content that appear nowhere else."""
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
@@ -112,11 +113,39 @@ def _outermost(values: Collection[str]) -> list[str]:
     return [v for v in values if joined.find(v, 0, ends[len(v)]) < 0]
 
 
+# A note's line begins with its speaker's tag: "Caroline: ", "tool result (bash): ".
+_TAG = re.compile(r"[\w.' -]{1,40}(?: \([^\n()]{1,60}\))?: ")
+
+
+def _condensed_note(p: Plan) -> str:
+    """The chosen parts of an earlier note, line by line, each under its speaker's
+    tag (kept when the line's first segment, which holds it, is left out)."""
+    lines: list[str] = []
+    for segs, chosen in zip(p.segments, p.chosen, strict=True):
+        kept: list[str] = []
+        tag, line_start = "", True
+        for seg, ok in zip(segs, chosen, strict=True):
+            if line_start:
+                found = _TAG.match(seg)
+                tag = found.group(0) if found and not ok else ""
+            if ok:
+                kept.append(seg.strip())
+            line_start = seg.endswith("\n")
+            if line_start and kept:
+                lines.append(tag + " ".join(kept))
+                kept = []
+        if kept:
+            lines.append(tag + " ".join(kept))
+    return "\n".join(lines)
+
+
 def condensed(p: Plan) -> str:
     """The chosen parts of a message, for the note (nothing for a copy of a later
     message: in the note, a pointer to it says nothing)."""
     if p.deduplicated:
         return ""
+    if p.note:
+        return _condensed_note(p)
     parts: list[str] = []
     for pi, piece in enumerate(p.pieces):
         segs, chosen = p.segments[pi], p.chosen[pi]
@@ -219,7 +248,10 @@ def assemble(
             if note_at is None:
                 note_at = len(out)  # where the folded messages begin; placed below
             shown = condensed(p) if not force_fold else ""
-            if shown and lines and last_tag == p.tag and not p.tag.startswith("tool"):
+            if shown and p.note:  # its lines name their speakers already
+                lines.append(shown)
+                last_tag = ""
+            elif shown and lines and last_tag == p.tag and not p.tag.startswith("tool"):
                 lines[-1] += " " + shown  # the same speaker again: one tag for both
             elif shown:
                 lines.append(f"{p.tag}: {shown}")

@@ -12,7 +12,7 @@ from typing import NamedTuple
 from ...contract import Conversation
 from ...messages import Message, transcript
 from ...models.summarizers import fit_summary, summarize
-from ...result import FOLDED, NOTE_KEY, Decision, from_user
+from ...result import FOLDED, NOTE_KEY, Decision, from_user, is_note
 from ...text.scoring import ScoreContext
 from ...tokens import TokenCounter
 from ...units import Unit
@@ -101,7 +101,10 @@ def fit(conv: Conversation, opts: AutoOptions, analyzer: Analyzer, notes: Notes)
     docs = [analyzer(messages[i], tokens[i]).words for i in old_idx]
     ctx = ScoreContext.from_words(docs, goal, conv.rarity)
     ctx.repeated_later = frozenset(lines_repeated_later(messages, old_idx))
-    plans = {i: make_plan(analyzer(messages[i], tokens[i]), i, ctx) for i in old_idx}
+    plans = {
+        i: make_plan(analyzer(messages[i], tokens[i]), i, ctx, note=is_note(messages[i]))
+        for i in old_idx
+    }
     if analyzer.layers.dedup:
         mark_duplicates(messages, plans)
 
@@ -125,7 +128,9 @@ def fit(conv: Conversation, opts: AutoOptions, analyzer: Analyzer, notes: Notes)
             break
         for i in oldest.indices:
             del verbatim[i]
-            plans[i] = make_plan(analyzer(messages[i], tokens[i]), i, ctx)
+            plans[i] = make_plan(
+                analyzer(messages[i], tokens[i]), i, ctx, note=is_note(messages[i])
+            )
         layout.old_units = sorted([*layout.old_units, oldest], key=lambda u: u.start)
         done = _converge(conv, layout, sel, notes, opts.name, loop)
     if done is not None:

@@ -5,11 +5,13 @@ later messages, and which identifiers are worth listing in the note."""
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ...messages import Message, ToolCall
+from ...result import NOTE_HEAD
 from ...text.adapters import Piece
 from ...text.primitives import KIND_WEIGHT, TokenSet
 from ...text.scoring import ScoreContext, combine
@@ -55,6 +57,7 @@ class Plan:
     cpt: float
     identifiers: list[tuple[str, str]] = field(default_factory=list)  # (kind, value)
     echo: float = 1.0  # how much a mention here counts (tool output 1, people 2)
+    note: bool = False  # an earlier note, folded again: its lines name their speakers
     deduplicated: bool = False
     savings: Counter[str] = field(default_factory=Counter)
 
@@ -67,9 +70,15 @@ class Plan:
         return any(any(c) for c in self.chosen) or any(self.call_chosen)
 
 
-def make_plan(a: Analysis, i: int, ctx: ScoreContext) -> Plan:
-    """How message ``i`` (analysed as ``a``) can be shown, scored for this conversation."""
+def make_plan(a: Analysis, i: int, ctx: ScoreContext, *, note: bool = False) -> Plan:
+    """How message ``i`` (analysed as ``a``) can be shown, scored for this conversation;
+    a ``note`` folded again offers its content, not its furniture (see
+    :func:`_furniture`)."""
     scores = [[combine(f, ctx) for f in fs] for fs in a.features]
+    if note:
+        for segs, row in zip(a.segments, scores, strict=True):
+            for si in _furniture(segs):
+                row[si] = 0.0
     call_scores = [combine(f, ctx) + POLICY.call_bonus for f in a.call_features]
     return Plan(
         i,
@@ -86,8 +95,28 @@ def make_plan(a: Analysis, i: int, ctx: ScoreContext) -> Plan:
         a.cpt,
         list(a.identifiers),
         a.echo,
+        note,
         savings=Counter(a.savings),
     )
+
+
+# A note's line that is no content: a head (its own, or one an earlier round copied in
+# after a speaker tag) or the list of identifiers.
+_FURNITURE = re.compile(rf"(?:[^\n:]{{1,40}}: )?(?:{NOTE_HEAD.pattern})")
+
+
+def _furniture(segments: Sequence[str]) -> list[int]:
+    """The segments that make up a note's furniture lines: written anew by the next
+    note, and the identifiers listed compete in the pool with their carried weights."""
+    out: list[int] = []
+    line_start, inside = True, False
+    for si, seg in enumerate(segments):
+        if line_start:
+            inside = bool(_FURNITURE.match(seg))
+        if inside:
+            out.append(si)
+        line_start = seg.endswith("\n")
+    return out
 
 
 def lines_repeated_later(messages: list[Message], old_idx: list[int]) -> set[str]:
