@@ -45,11 +45,14 @@ class Layout:
 
 
 class Assembled(NamedTuple):
-    """An output, its trace, and where its note is (``None``: no note)."""
+    """An output, its trace, where its note is (``None``: no note), and what the
+    pinned messages and those shown in place show (the note's identifiers are looked
+    up there: the pool holds none that a message kept verbatim shows)."""
 
     messages: list[Message]
     trace: list[Decision]
     note_at: int | None
+    others: str = ""
 
 
 @dataclass(frozen=True)
@@ -225,6 +228,7 @@ def assemble(
         whole = [u for u in layout.old_units if all(plans[i].complete() for i in u.indices)]
         in_place = _alternating(messages, layout, whole)
     out: list[Message] = []
+    others: list[Message] = []  # pinned, or shown in place
     trace: list[Decision] = []
     lines: list[str] = []
     folded = 0
@@ -234,6 +238,7 @@ def assemble(
         t = tokens[i]
         if i in layout.pinned:
             out.append(m)
+            others.append(m)
             trace.append(Decision(i, "kept", f"pinned:{m.role}", t, t, step))
         elif i in layout.verbatim:
             out.append(m)
@@ -241,6 +246,7 @@ def assemble(
         elif i in in_place:
             shown_m, decision = _in_place(m, plans[i], t, i, counter, step)
             out.append(shown_m)
+            others.append(shown_m)
             trace.append(decision)
         else:
             p = plans[i]
@@ -258,12 +264,13 @@ def assemble(
                 last_tag = p.tag
             action: Action = "deduplicated" if p.deduplicated else "summarized"
             trace.append(Decision(i, action, FOLDED, t, 0, step, tuple(p.reasons)))
+    others_text = shown_text(others)
     if note_at is not None:
-        shown = shown_text(out) + "\n".join(lines)
         listed = [v for (v, _), ok in zip(layout.pool, chosen_ids, strict=True) if ok]
+        shown = others_text + "\n" + "\n".join(lines)
         note = notes.write(folded, lines, listed, shown, counter)
         note_at = insert_note(out, note, hole=note_at)
-    return Assembled(out, trace, note_at)
+    return Assembled(out, trace, note_at, others_text)
 
 
 def savings(

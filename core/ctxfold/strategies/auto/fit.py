@@ -44,6 +44,7 @@ class Fitted(NamedTuple):
     messages: list[Message]
     trace: list[Decision]
     note_at: int | None
+    others: str  # what the pinned messages and those shown in place show
     plans: dict[int, Plan]
     pool: list[tuple[str, float]]
     weights: Mapping[str, float]
@@ -89,7 +90,7 @@ def fit(conv: Conversation, opts: AutoOptions, analyzer: Analyzer, notes: Notes)
     if pinned_cost > budget or not free:
         overflow(opts.overflow, required=pinned_cost, budget=budget, what="the pinned messages")
         out, trace, _ = keep_only(conv, pinned, pinned, opts.name)
-        return Fitted(list(out), trace, None, {}, [], {})
+        return Fitted(list(out), trace, None, "", {}, [], {})
     avail = budget - pinned_cost - POLICY.note_overhead
     verbatim, used, first_user = _verbatim(conv, free, avail, opts)
     task = first_user.start if first_user else -1
@@ -209,7 +210,7 @@ def _fold_all(conv: Conversation, layout: Layout, notes: Notes, opts: AutoOption
     alone would be no request at all (strict chat APIs need a turn after the system
     block), so it is a :class:`ctxfold.BudgetError`, or the note over budget."""
     bare = Layout(layout.pinned, {}, layout.old_units, layout.plans, [])
-    out, trace, note_at = assemble(conv, bare, [], notes, opts.name, force_fold=True)
+    out, trace, note_at, others = assemble(conv, bare, [], notes, opts.name, force_fold=True)
     required = conv.counter.count_messages(out)
     if required > conv.budget:
         overflow(
@@ -218,7 +219,7 @@ def _fold_all(conv: Conversation, layout: Layout, notes: Notes, opts: AutoOption
             budget=conv.budget,
             what="the pinned messages and the shortest note on the folded ones",
         )
-    return Fitted(out, trace, note_at, layout.plans, [], {})
+    return Fitted(out, trace, note_at, others, layout.plans, [], {})
 
 
 def fill(fitted: Fitted, budget: int, counter: TokenCounter) -> Fitted:
@@ -233,8 +234,7 @@ def fill(fitted: Fitted, budget: int, counter: TokenCounter) -> Fitted:
     if room < POLICY.min_fill or "codebook" in meta or not isinstance(note.content, str):
         return fitted  # a codebook note is decoded as a whole: leave it be
     text = note.content
-    shown = shown_text(m for k, m in enumerate(out) if k != at)
-    seen = lookup(shown, len(fitted.pool))
+    seen = lookup(fitted.others, len(fitted.pool))  # none of the pool is shown verbatim
     also = POLICY.also
     listing = text.rsplit("\n", 1)[-1].startswith(also)
     added: list[str] = []
