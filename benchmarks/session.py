@@ -8,7 +8,7 @@ Each conversation of ``../shared/data`` is replayed message by message; before e
 assistant message (and once at the end) the history so far is rendered to the budget.
 Methods, in the same run:
 
-- ``session``: :class:`ctxfold.Session` (auto, cache-stable, low water 60%); a turn's
+- ``session``: :class:`ctxfold.Session` (auto, cache-stable, default watermarks); a turn's
   time is its ``add`` plus its ``render``;
 - ``trim_messages``: LangChain's ``trim_messages`` (strategy "last", system kept) on the
   whole history every turn;

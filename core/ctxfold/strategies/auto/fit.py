@@ -239,11 +239,12 @@ def fill(fitted: Fitted, budget: int, counter: TokenCounter) -> Fitted:
     listing = text.rsplit("\n", 1)[-1].startswith(also)
     added: list[str] = []
     misses = 0
+    chosen = set(meta.get("listed", ()))  # the note shows these, or they are shown
     ranked = sorted(fitted.pool, key=lambda vw: -id_value(*vw))  # as the selection does
     for value, _ in ranked:
         if room < POLICY.min_fill or misses > POLICY.fill_misses:
             break
-        if value in seen or value in text:  # shown, listed, or inside a listed one
+        if value in chosen or value in seen or value in text:  # or inside a listed one
             continue
         piece = (", " if listing else f"\n{also}") + value
         cost = counter.count_text(piece)
