@@ -104,6 +104,6 @@ class AutoCompressor(BaseCompressor):
         fitted = fit(conv, self, Analyzer(self.layers, self.adapters), notes)
         fitted = fill(fitted, conv.budget, conv.counter)
         out = summarize_note(conv, fitted, self, notes)
-        out = with_weights(out, fitted.note_at, fitted.weights)
+        out = with_weights(out, fitted)
         note = None if fitted.note_at is None else out[fitted.note_at]
         return Compaction(out, fitted.trace, savings(fitted.plans, conv.tokens, note, conv.counter))

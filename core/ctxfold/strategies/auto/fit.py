@@ -38,8 +38,8 @@ __all__ = ["Fitted", "fill", "fit", "summarize_note"]
 class Fitted(NamedTuple):
     """What the fit loop settled on; ``plans`` holds every message that was folded or
     compressed (the older ones), ``note_at`` the note's position in ``messages``,
-    ``pool`` the identifiers the note may list, ``weights`` those of every identifier
-    of the older messages (the ones kept verbatim too)."""
+    ``pool`` the identifiers the note may list, ``verbatim`` the weights of the older
+    messages' identifiers that a message kept verbatim shows (the pool lacks them)."""
 
     messages: list[Message]
     trace: list[Decision]
@@ -47,7 +47,7 @@ class Fitted(NamedTuple):
     others: str  # what the pinned messages and those shown in place show
     plans: dict[int, Plan]
     pool: list[tuple[str, float]]
-    weights: Mapping[str, float]
+    verbatim: Mapping[str, float]
 
 
 def _verbatim(
@@ -111,8 +111,8 @@ def fit(conv: Conversation, opts: AutoOptions, analyzer: Analyzer, notes: Notes)
 
     pool = identifier_pool(plans, old_idx, task, carried_weights(messages, old_idx))
     in_verbatim = lookup(shown_text(messages[i] for i in verbatim), len(pool))
-    weights = dict(pool)
-    pool = [(v, w) for v, w in pool if v not in in_verbatim]
+    shown = {v: w for v, w in pool if v in in_verbatim}
+    pool = [(v, w) for v, w in pool if v not in shown]
     sel = items(plans, old_idx, task, n, pool)
     select(sel, plans, avail - used, opts.digest_share * avail)
     layout = Layout(pinned, verbatim, old_units, plans, pool)
@@ -135,7 +135,7 @@ def fit(conv: Conversation, opts: AutoOptions, analyzer: Analyzer, notes: Notes)
         layout.old_units = sorted([*layout.old_units, oldest], key=lambda u: u.start)
         done = _converge(conv, layout, sel, notes, opts.name, loop)
     if done is not None:
-        return Fitted(*done, plans, pool, weights)
+        return Fitted(*done, plans, pool, shown)
     return _fold_all(conv, layout, notes, opts)
 
 
@@ -150,18 +150,20 @@ def carried_weights(messages: Sequence[Message], old_idx: list[int]) -> dict[int
     return out
 
 
-def with_weights(out: list[Message], at: int | None, weights: Mapping[str, float]) -> list[Message]:
-    """The note at ``at`` with, in its metadata, the weight of each identifier the
-    output lists or shows (in the note or in a message kept verbatim), for a later
-    round that folds it again (see :func:`identifier_pool`): an identifier of the task
-    keeps the task's weight when the message that showed it is folded later."""
+def with_weights(out: list[Message], fitted: Fitted) -> list[Message]:
+    """The note with, in its metadata, the weight of each identifier the output lists
+    or shows (in the note, in place, or in a message kept verbatim), for a later round
+    that folds it again (see :func:`identifier_pool`): an identifier of the task keeps
+    the task's weight when the message that showed it is folded later."""
+    at, pool = fitted.note_at, fitted.pool
     if at is None:
         return out
     note = out[at]
     meta = dict(note.metadata[NOTE_KEY])
     listed = set(meta.get("listed", ()))
-    seen = lookup(shown_text(out), len(weights))
-    meta["weights"] = {v: round(w, 4) for v, w in weights.items() if v in listed or v in seen}
+    seen = lookup(note.text + "\n" + fitted.others, len(pool))
+    weights = {v: w for v, w in pool if v in listed or v in seen} | dict(fitted.verbatim)
+    meta["weights"] = {v: round(w, 4) for v, w in weights.items()}
     return [*out[:at], replace(note, metadata={NOTE_KEY: meta}), *out[at + 1 :]]
 
 
