@@ -14,7 +14,7 @@ try:
 except ImportError:  # pragma: no cover - exercised without the extra installed
     raise MissingDependencyError("langchain_ctx", "langchain-core", "langchain") from None
 
-from ._convert import from_langchain, to_langchain
+from ._convert import as_langchain_messages, from_langchain, to_langchain
 from ._tools import expand_tool
 
-__all__ = ["expand_tool", "from_langchain", "to_langchain"]
+__all__ = ["as_langchain_messages", "expand_tool", "from_langchain", "to_langchain"]

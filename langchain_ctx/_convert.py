@@ -4,21 +4,26 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from langchain_core.messages import (
     AIMessage,
     BaseMessage,
+    BaseMessageChunk,
     ChatMessage,
     HumanMessage,
     SystemMessage,
     ToolMessage,
+    convert_to_messages,
+    message_chunk_to_message,
 )
+from langchain_core.prompt_values import PromptValue
 
 from ctxfold import ContentPart, InvalidMessageError, Message, ToolCall
+from ctxfold.messages import as_messages
 
-__all__ = ["from_langchain", "to_langchain"]
+__all__ = ["as_langchain_messages", "from_langchain", "to_langchain"]
 
 _KEY = "langchain"  # metadata key holding what the model does not see
 _ROLE_OF = {"system": "system", "human": "user", "ai": "assistant", "tool": "tool"}
@@ -41,20 +46,58 @@ def _content_out(content: Any) -> str | list[str | dict[str, Any]]:
     return [p.to_dict() for p in content]
 
 
-def from_langchain(messages: Iterable[BaseMessage]) -> list[Message]:
+def as_langchain_messages(messages: Any) -> list[BaseMessage]:
+    """What LangChain accepts as a list of messages, as LangChain messages: message
+    objects, chunks (as the message they make), ``(role, text)`` tuples, dicts
+    (LangChain's or OpenAI's), strings (a human message), or a prompt value such as a
+    ``ChatPromptValue``. Raises :class:`ctxfold.InvalidMessageError` naming the item
+    LangChain cannot read."""
+    return [m for m in _items(messages, ours=False) if isinstance(m, BaseMessage)]
+
+
+def _items(messages: Any, *, ours: bool) -> list[BaseMessage | Message]:
+    """:func:`as_langchain_messages`; with ``ours``, ctxfold messages pass through."""
+    if isinstance(messages, PromptValue):
+        return list(messages.to_messages())
+    if isinstance(messages, (str, bytes, BaseMessage, Message, Mapping)) or not isinstance(
+        messages, Iterable
+    ):
+        raise InvalidMessageError(
+            f"expected a list of messages or a prompt value, got {type(messages).__name__}"
+            " (put a single message in a list)"
+        )
+    out: list[BaseMessage | Message] = []
+    for i, item in enumerate(messages):
+        if ours and isinstance(item, Message):
+            out.append(item)
+            continue
+        if not isinstance(item, BaseMessage):
+            try:
+                (item,) = convert_to_messages([item])
+            except (ValueError, TypeError, KeyError, NotImplementedError) as exc:
+                raise InvalidMessageError(
+                    f"LangChain cannot read a {type(item).__name__} as a message: {exc}",
+                    index=i,
+                ) from None
+        out.append(message_chunk_to_message(item) if isinstance(item, BaseMessageChunk) else item)
+    return out
+
+
+def from_langchain(messages: Any) -> list[Message]:
     """Convert LangChain messages to :class:`ctxfold.Message` objects.
 
-    Tool calls become :class:`ctxfold.ToolCall` (arguments as JSON text); fields the
-    model does not read (``additional_kwargs``, ``response_metadata``, usage, a tool's
-    ``artifact`` and ``status``) are kept in ``metadata["langchain"]`` so
-    :func:`to_langchain` rebuilds equal messages.
+    Accepts whatever LangChain accepts as messages (see :func:`as_langchain_messages`);
+    :class:`ctxfold.Message` objects among them pass through. Tool calls become
+    :class:`ctxfold.ToolCall` (arguments as JSON text); fields the model does not read
+    (``additional_kwargs``, ``response_metadata``, usage, a tool's ``artifact`` and
+    ``status``) are kept in ``metadata["langchain"]`` so :func:`to_langchain` rebuilds
+    equal messages.
     """
     out: list[Message] = []
-    for i, m in enumerate(messages):
-        if not isinstance(m, BaseMessage):
-            raise InvalidMessageError(
-                f"expected a LangChain BaseMessage, got {type(m).__name__}", index=i
-            )
+    for i, m in enumerate(_items(messages, ours=True)):
+        if isinstance(m, Message):
+            out.append(m)
+            continue
         kept: dict[str, Any] = {"type": m.type}
         if m.additional_kwargs:
             kept["additional_kwargs"] = copy.deepcopy(m.additional_kwargs)
@@ -119,14 +162,15 @@ def from_langchain(messages: Iterable[BaseMessage]) -> list[Message]:
     return out
 
 
-def to_langchain(messages: Sequence[Message]) -> list[BaseMessage]:
-    """Convert :class:`ctxfold.Message` objects to LangChain messages.
+def to_langchain(messages: Iterable[Message | Mapping[str, Any]]) -> list[BaseMessage]:
+    """Convert :class:`ctxfold.Message` objects (or OpenAI message dicts) to LangChain
+    messages.
 
     Messages that came from :func:`from_langchain` get their LangChain-only fields back;
     any other message gets the natural LangChain type for its role.
     """
     out: list[BaseMessage] = []
-    for m in messages:
+    for m in as_messages(messages):
         kept: dict[str, Any] = copy.deepcopy(dict(m.metadata.get(_KEY) or {}))
         common: dict[str, Any] = {
             "content": _content_out(m.content),

@@ -163,8 +163,8 @@ def test_missing_extra_names_the_install_command(package, blocked, extra):
 
 
 def test_wrong_object_types_are_rejected_clearly():
-    with pytest.raises(ctxfold.InvalidMessageError, match="LangChain BaseMessage"):
-        from_langchain([{"role": "user", "content": "x"}])  # type: ignore[list-item]
+    with pytest.raises(ctxfold.InvalidMessageError, match="LangChain cannot read a object"):
+        from_langchain([object()])
     with pytest.raises(ctxfold.InvalidMessageError, match="LlamaIndex ChatMessage"):
         from_llamaindex(["x"])  # type: ignore[list-item]
 
