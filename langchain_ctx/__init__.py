@@ -1,4 +1,5 @@
-"""ctxfold for LangChain: conversion between LangChain messages and ctxfold's, and the
+"""ctxfold for LangChain: ``compress_messages`` (a function and a Runnable, like
+``trim_messages``), conversion between LangChain messages and ctxfold's, and the
 expand tool.
 
 Needs ``pip install 'ctxfold[langchain]'``. No compression logic lives here: the
@@ -15,6 +16,13 @@ except ImportError:  # pragma: no cover - exercised without the extra installed
     raise MissingDependencyError("langchain_ctx", "langchain-core", "langchain") from None
 
 from ._convert import as_langchain_messages, from_langchain, to_langchain
+from ._runnable import compress_messages
 from ._tools import expand_tool
 
-__all__ = ["as_langchain_messages", "expand_tool", "from_langchain", "to_langchain"]
+__all__ = [
+    "as_langchain_messages",
+    "compress_messages",
+    "expand_tool",
+    "from_langchain",
+    "to_langchain",
+]

@@ -1,0 +1,81 @@
+"""``compress_messages``: ctxfold's compression as a LangChain function and Runnable,
+shaped like ``trim_messages``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, overload
+
+from langchain_core.messages import BaseMessage
+from langchain_core.runnables import Runnable, RunnableLambda
+
+from ctxfold.contract import Compressor, CounterSpec
+from ctxfold.strategies.base import check_budget
+from ctxfold.strategies.registry import resolve_strategy
+from ctxfold.tokens import get_counter
+
+from ._convert import from_langchain, to_langchain
+
+__all__ = ["compress_messages"]
+
+
+@overload
+def compress_messages(
+    messages: None = None,
+    *,
+    budget: int,
+    strategy: str | Compressor | type[Any] = "auto",
+    counter: CounterSpec = None,
+    **options: Any,
+) -> Runnable[Any, Any]: ...
+
+
+@overload
+def compress_messages(
+    messages: Any,
+    *,
+    budget: int,
+    strategy: str | Compressor | type[Any] = "auto",
+    counter: CounterSpec = None,
+    **options: Any,
+) -> Any: ...
+
+
+def compress_messages(
+    messages: Any = None,
+    *,
+    budget: int,
+    strategy: str | Compressor | type[Any] = "auto",
+    counter: CounterSpec = None,
+    **options: Any,
+) -> Any:
+    """Compress LangChain messages to at most ``budget`` tokens, as
+    :func:`ctxfold.compress` does (tool calls never split from their results, the
+    output a request strict chat APIs accept).
+
+    Called with messages (a list in any form LangChain accepts, a prompt value, or a
+    dict with a ``"messages"`` key), it returns the compressed list of LangChain
+    messages (for a dict: the dict with its messages compressed). Called without, it
+    returns a Runnable that does the same, for a chain::
+
+        chain = prompt | compress_messages(budget=4000) | model
+
+    The budget, strategy, counter and options are checked here, once: a bad one raises
+    :class:`ctxfold.ConfigurationError` before any message is read. Raises
+    :class:`ctxfold.BudgetError` when what must be kept cannot fit, and
+    :class:`ctxfold.InvalidMessageError` for what LangChain cannot read as a message.
+    """
+    limit = check_budget(budget)
+    compressor = resolve_strategy(strategy, **options)
+    count = get_counter(counter)
+
+    def run(value: Any) -> Any:
+        if isinstance(value, Mapping) and "messages" in value:
+            return {**value, "messages": run(value["messages"])}
+        result = compressor.compress(from_langchain(value), budget=limit, counter=count)
+        out: list[BaseMessage] = to_langchain(result.messages)
+        return out
+
+    if messages is None:
+        return RunnableLambda(run, name="compress_messages")
+    return run(messages)

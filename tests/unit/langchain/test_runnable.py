@@ -1,0 +1,101 @@
+"""compress_messages: the core's compression as a LangChain function and Runnable."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
+from langchain_core.runnables import RunnableLambda
+
+import ctxfold
+from conftest import example_records
+from ctxfold.testing import check_tool_integrity
+from ctxfold.validity import turn_order_problems
+from langchain_ctx import compress_messages, from_langchain, to_langchain
+
+COUNTER = ctxfold.TiktokenCounter()
+
+
+def _history() -> list[BaseMessage]:
+    """A real agent trajectory from examples/, as LangChain messages."""
+    record = next(r for r in example_records() if "sqlfluff" in r["id"])
+    return to_langchain(ctxfold.from_openai(record["messages"]))
+
+
+def _tokens(messages: list[BaseMessage]) -> int:
+    return COUNTER.count_messages(from_langchain(messages))
+
+
+def test_called_with_messages_it_equals_the_core() -> None:
+    history = _history()
+    budget = _tokens(history) // 4
+    out = compress_messages(history, budget=budget)
+    core = ctxfold.compress(from_langchain(history), budget=budget)
+    assert all(isinstance(m, BaseMessage) for m in out)
+    assert [m.text for m in from_langchain(out)] == [m.text for m in core.messages]
+    assert _tokens(out) <= budget
+    check_tool_integrity(from_langchain(history), from_langchain(out))
+
+
+def test_in_a_chain_the_model_gets_the_compressed_history() -> None:
+    history = _history()
+    budget = _tokens(history) // 4
+    seen: list[list[BaseMessage]] = []
+
+    def record(value: Any) -> Any:
+        seen.append(value.to_messages() if hasattr(value, "to_messages") else value)
+        return value
+
+    model = GenericFakeChatModel(messages=iter([AIMessage("done")]))
+    prompt = ChatPromptTemplate.from_messages(
+        [("system", "You fix bugs."), MessagesPlaceholder("history")]
+    )
+    chain = prompt | compress_messages(budget=budget) | RunnableLambda(record) | model
+    reply = chain.invoke({"history": history[1:]})
+    assert reply.content == "done"
+    (sent,) = seen
+    assert _tokens(sent) <= budget
+    assert isinstance(sent[0], SystemMessage) and sent[0].content.startswith("You fix bugs.")
+    assert not turn_order_problems(from_langchain(sent))
+
+
+def test_invoke_ainvoke_batch_and_stream_agree() -> None:
+    history = _history()
+    runnable = compress_messages(budget=_tokens(history) // 3).with_config(run_name="fold")
+    once = runnable.invoke(history)
+    assert asyncio.run(runnable.ainvoke(history)) == once
+    assert runnable.batch([history, history]) == [once, once]
+    assert [chunk for chunk in runnable.stream(history)] == [once]
+
+
+def test_a_dict_with_messages_keeps_its_other_keys() -> None:
+    history = _history()
+    state = {"messages": history, "user_id": "u1"}
+    out = compress_messages(state, budget=_tokens(history) // 3)
+    assert out["user_id"] == "u1"
+    assert out["messages"] == compress_messages(history, budget=_tokens(history) // 3)
+    assert state["messages"] is history  # the input is left as it was
+
+
+def test_a_history_that_fits_comes_back_as_it_was() -> None:
+    history = [SystemMessage("Be brief."), HumanMessage("hi"), AIMessage("hello")]
+    assert compress_messages(history, budget=1000) == history
+
+
+def test_bad_settings_fail_when_the_runnable_is_made() -> None:
+    with pytest.raises(ctxfold.ConfigurationError, match="budget"):
+        compress_messages(budget=-5)
+    with pytest.raises(ctxfold.ConfigurationError):
+        compress_messages(budget=100, strategy="no_such_strategy")
+    with pytest.raises(ctxfold.ConfigurationError):
+        compress_messages(budget=100, no_such_option=1)
+
+
+def test_what_cannot_fit_is_a_budget_error() -> None:
+    history = [SystemMessage("Follow the policy. " * 200), HumanMessage("hi")]
+    with pytest.raises(ctxfold.BudgetError):
+        compress_messages(budget=50).invoke(history)
