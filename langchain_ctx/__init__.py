@@ -1,5 +1,6 @@
 """ctxfold for LangChain: ``compress_messages`` (a function and a Runnable, like
-``trim_messages``), conversion between LangChain messages and ctxfold's, and the
+``trim_messages``), ``CompressedChatMessageHistory`` (any chat history, read
+compressed), conversion between LangChain messages and ctxfold's, and the
 expand tool.
 
 Needs ``pip install 'ctxfold[langchain]'``. No compression logic lives here: the
@@ -16,10 +17,12 @@ except ImportError:  # pragma: no cover - exercised without the extra installed
     raise MissingDependencyError("langchain_ctx", "langchain-core", "langchain") from None
 
 from ._convert import as_langchain_messages, from_langchain, to_langchain
+from ._history import CompressedChatMessageHistory
 from ._runnable import compress_messages
 from ._tools import expand_tool
 
 __all__ = [
+    "CompressedChatMessageHistory",
     "as_langchain_messages",
     "compress_messages",
     "expand_tool",

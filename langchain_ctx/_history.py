@@ -1,0 +1,142 @@
+"""``CompressedChatMessageHistory``: any LangChain chat history, read compressed."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core._api import LangChainDeprecationWarning
+from langchain_core.chat_history import BaseChatMessageHistory, InMemoryChatMessageHistory
+from langchain_core.messages import BaseMessage
+
+from ctxfold.contract import CounterSpec
+from ctxfold.session import Session
+from ctxfold.storage import VerbatimStore
+
+from ._convert import from_langchain, to_langchain
+
+__all__ = ["CompressedChatMessageHistory"]
+
+
+def _in_memory() -> BaseChatMessageHistory:
+    """LangChain's in-memory history; its deprecation concerns the class the user did
+    not choose here, so it is not passed on."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LangChainDeprecationWarning)
+        return InMemoryChatMessageHistory()
+
+
+class CompressedChatMessageHistory(BaseChatMessageHistory):
+    """A LangChain chat history whose ``messages`` is the compressed view of another.
+
+    Writes go to the wrapped ``history`` unchanged (``InMemoryChatMessageHistory`` by
+    default; any SQL, Redis or file history works), so it keeps the whole record.
+    Reads render it through a :class:`ctxfold.Session` to at most ``budget`` tokens:
+    the view is computed once per change of the wrapped history (a
+    ``RunnableWithMessageHistory`` that reads twice in a turn gets one list), only the
+    messages added since the last read are new to the session, and between
+    compactions each view is the last one plus what is new (a cache-stable prefix).
+    A history changed otherwise (cleared, edited) is read again from the start.
+
+    ``session_id`` and ``store`` name where the session keeps its compactions: with a
+    persistent store (``"sqlite:///path.db"``, a Redis URL) and the same id, a new
+    process takes up where the last one stopped. The other settings are those of
+    :class:`ctxfold.Session`.
+    """
+
+    def __init__(
+        self,
+        history: BaseChatMessageHistory | None = None,
+        *,
+        budget: int,
+        strategy: Any = "auto",
+        counter: CounterSpec = "o200k_base",
+        session_id: str | None = None,
+        store: VerbatimStore | str | None = None,
+        cache_stable: bool = True,
+        low_water: float | None = None,
+        high_water: float = 1.0,
+    ) -> None:
+        self.history = _in_memory() if history is None else history
+        self.session = Session(
+            session_id,
+            budget=budget,
+            strategy=strategy,
+            counter=counter,
+            store=store,
+            cache_stable=cache_stable,
+            low_water=low_water,
+            high_water=high_water,
+        )
+        self._lock = threading.Lock()
+        self._seen: int | None = None  # wrapped messages the session holds (None: unknown)
+        self._last: BaseMessage | None = None  # the last of them
+        self._view: list[BaseMessage] = []
+
+    @property
+    def messages(self) -> list[BaseMessage]:  # type: ignore[override]
+        """The wrapped history, compressed to the budget."""
+        return self._view_of(self.history.messages)
+
+    async def aget_messages(self) -> list[BaseMessage]:
+        """:attr:`messages`, reading the wrapped history with its own async method."""
+        wrapped = await self.history.aget_messages()
+        return await asyncio.to_thread(self._view_of, wrapped)
+
+    def add_messages(self, messages: Sequence[BaseMessage]) -> None:
+        """Add ``messages`` to the wrapped history, as they are."""
+        self.history.add_messages(messages)
+
+    async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
+        """:meth:`add_messages` with the wrapped history's async method."""
+        await self.history.aadd_messages(messages)
+
+    def clear(self) -> None:
+        """Clear the wrapped history and start the session over."""
+        self.history.clear()
+        self._start_over()
+
+    async def aclear(self) -> None:
+        """:meth:`clear` with the wrapped history's async method."""
+        await self.history.aclear()
+        await asyncio.to_thread(self._start_over)
+
+    def _start_over(self) -> None:
+        with self._lock:
+            self._restart()
+
+    def _restart(self) -> None:
+        self.session.clear()
+        self._seen, self._last, self._view = 0, None, []
+
+    def _view_of(self, wrapped: list[BaseMessage]) -> list[BaseMessage]:
+        with self._lock:
+            if self._seen is None:  # first read: does the stored session match?
+                self._resume(wrapped)
+            seen, n = self._seen or 0, len(wrapped)
+            if n == seen and (n == 0 or wrapped[-1] == self._last):
+                return list(self._view)  # unchanged since the last read
+            if n < seen or (seen and wrapped[seen - 1] != self._last):
+                self._restart()  # cleared or edited behind our back: read it all again
+                seen = 0
+            self.session.add(from_langchain(wrapped[seen:]))
+            self._seen, self._last = n, wrapped[-1]
+            self._view = to_langchain(self.session.render().messages)
+            return list(self._view)
+
+    def _resume(self, wrapped: list[BaseMessage]) -> None:
+        """Take up a session its store already holds, if the wrapped history begins
+        with what it holds; else start it over."""
+        held = self.session.history
+        k = len(held)
+        same = [m.fingerprint for m in from_langchain(wrapped[:k])] == [m.fingerprint for m in held]
+        if k and k <= len(wrapped) and same:
+            self._seen, self._last = k, wrapped[k - 1]
+            self._view = to_langchain(self.session.render().messages)
+        elif k:
+            self._restart()
+        else:
+            self._seen = 0

@@ -1,0 +1,159 @@
+"""CompressedChatMessageHistory: any chat history, read compressed, written whole."""
+
+from __future__ import annotations
+
+import asyncio
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core._api import LangChainDeprecationWarning
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
+from langchain_core.runnables import RunnableLambda
+from langchain_core.runnables.history import RunnableWithMessageHistory
+
+import ctxfold
+from ctxfold.storage import MemoryStore
+from ctxfold.validity import turn_order_problems
+from langchain_ctx import CompressedChatMessageHistory, from_langchain
+
+# Our own code raises no deprecation warning; the tests allow one only around a call
+# a user would make themselves (RunnableWithMessageHistory is deprecated upstream).
+pytestmark = pytest.mark.filterwarnings("error::DeprecationWarning")
+
+COUNTER = ctxfold.TiktokenCounter()
+
+
+def _tokens(messages: list[BaseMessage]) -> int:
+    return COUNTER.count_messages(from_langchain(messages))
+
+
+def _turn(k: int) -> list[BaseMessage]:
+    question = f"Day {k}: what did we decide about release {k}.0 and ticket OPS-{100 + k}?"
+    answer = (
+        f"For release {k}.0 we ship on day {k + 3}; ticket OPS-{100 + k} moves to Priya, "
+        f"and the config lives in deploy/release_{k}.yaml. " * 3
+    )
+    return [HumanMessage(question), AIMessage(answer)]
+
+
+def _history(turns: int) -> CompressedChatMessageHistory:
+    h = CompressedChatMessageHistory(budget=600, store=MemoryStore())
+    for k in range(turns):
+        h.add_messages(_turn(k))
+    return h
+
+
+def test_a_runnable_with_message_history_chat_of_20_turns_stays_in_budget() -> None:
+    budget = 700
+    compressed = CompressedChatMessageHistory(budget=budget, store=MemoryStore())
+    replies = iter([AIMessage(_turn(k)[1].content) for k in range(20)])
+    seen: list[list[BaseMessage]] = []
+
+    def record(value: Any) -> Any:
+        seen.append(value.to_messages())
+        return value
+
+    prompt = ChatPromptTemplate.from_messages(
+        [("system", "You keep release notes."), MessagesPlaceholder("history"), ("human", "{q}")]
+    )
+    chain = prompt | RunnableLambda(record) | GenericFakeChatModel(messages=replies)
+    with warnings.catch_warnings():  # the user's own call: deprecated upstream
+        warnings.simplefilter("ignore", LangChainDeprecationWarning)
+        chat = RunnableWithMessageHistory(
+            chain,
+            lambda session_id: compressed,
+            input_messages_key="q",
+            history_messages_key="history",
+        )
+    questions = [_turn(k)[0].content for k in range(20)]
+    for q in questions:
+        chat.invoke({"q": q}, config={"configurable": {"session_id": "s1"}})
+    whole = compressed.history.messages
+    assert len(whole) == 40  # the wrapped history keeps everything, as written
+    assert [m.content for m in whole[::2]] == questions
+    for sent in seen:
+        view = sent[1:-1]  # between the prompt's system message and the new question
+        assert _tokens(view) <= budget
+        assert not turn_order_problems(from_langchain(sent))
+    assert _tokens(seen[-1][1:-1]) > budget // 2  # compressed, not emptied
+    assert _tokens(whole) > 3 * budget
+
+
+def test_the_view_is_computed_once_per_change() -> None:
+    h = _history(12)
+    renders = 0
+    render = h.session.render
+
+    def counting(*args: Any, **kwargs: Any) -> ctxfold.CompressionResult:
+        nonlocal renders
+        renders += 1
+        return render(*args, **kwargs)
+
+    h.session.render = counting  # type: ignore[method-assign]
+    first = h.messages
+    assert h.messages == first and h.messages == first
+    assert renders == 1
+    h.add_messages(_turn(12))
+    assert h.messages != first and renders == 2
+    assert len(h.session.history) == 26  # only the new messages were added
+
+
+def test_a_history_changed_behind_its_back_is_read_again() -> None:
+    h = _history(12)
+    h.messages  # noqa: B018 - read once
+    h.history.clear()
+    h.history.add_messages(_turn(50) + _turn(51))
+    fresh = _history(0)
+    fresh.add_messages(_turn(50) + _turn(51))
+    assert h.messages == fresh.messages
+    assert [m.text for m in h.session.history] == [m.text for m in fresh.session.history]
+
+
+def test_writes_reach_the_wrapped_history_unchanged() -> None:
+    inner = CompressedChatMessageHistory(budget=10_000, store=MemoryStore()).history
+    h = CompressedChatMessageHistory(inner, budget=300, store=MemoryStore())
+    turn = _turn(1)
+    h.add_messages(turn)
+    assert inner.messages == turn
+    h.clear()
+    assert inner.messages == [] and h.messages == []
+
+
+def test_async_twins_agree_with_sync() -> None:
+    async def run() -> tuple[list[BaseMessage], list[BaseMessage], list[BaseMessage]]:
+        h = CompressedChatMessageHistory(budget=600, store=MemoryStore())
+        for k in range(12):
+            await h.aadd_messages(_turn(k))
+        got = await h.aget_messages()
+        sync = h.messages
+        await h.aclear()
+        return got, sync, await h.aget_messages()
+
+    got, sync, cleared = asyncio.run(run())
+    assert got == sync == _history(12).messages
+    assert cleared == []
+
+
+def test_a_new_process_takes_up_the_stored_session(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path}/sessions.db"
+    first = CompressedChatMessageHistory(budget=600, session_id="u1", store=store)
+    for k in range(12):
+        first.add_messages(_turn(k))
+    view = first.messages
+    # The same wrapped history (say a database) and store, a new object.
+    again = CompressedChatMessageHistory(first.history, budget=600, session_id="u1", store=store)
+    assert again.messages == view
+    assert len(again.session.history) == 24  # taken up, not added again
+    again.add_messages(_turn(12))
+    assert _tokens(again.messages) <= 600 and len(again.session.history) == 26
+
+
+def test_bad_settings_are_configuration_errors() -> None:
+    with pytest.raises(ctxfold.ConfigurationError):
+        CompressedChatMessageHistory(budget=-1)
+    with pytest.raises(ctxfold.ConfigurationError):
+        CompressedChatMessageHistory(budget=100, strategy="no_such_strategy")
