@@ -74,7 +74,7 @@ class CompressedChatMessageHistory(BaseChatMessageHistory):
         self._lock = threading.Lock()
         self._seen: int | None = None  # wrapped messages the session holds (None: unknown)
         self._last: BaseMessage | None = None  # the last of them
-        self._view: list[BaseMessage] = []
+        self._view: list[BaseMessage] | None = []  # None: to be rendered
 
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
@@ -114,29 +114,30 @@ class CompressedChatMessageHistory(BaseChatMessageHistory):
 
     def _view_of(self, wrapped: list[BaseMessage]) -> list[BaseMessage]:
         with self._lock:
-            if self._seen is None:  # first read: does the stored session match?
+            if self._seen is None:  # first read: take up what the store holds, if it fits
                 self._resume(wrapped)
             seen, n = self._seen or 0, len(wrapped)
-            if n == seen and (n == 0 or wrapped[-1] == self._last):
+            last = wrapped[-1] if wrapped else None
+            if self._view is not None and n == seen and last == self._last:
                 return list(self._view)  # unchanged since the last read
             if n < seen or (seen and wrapped[seen - 1] != self._last):
                 self._restart()  # cleared or edited behind our back: read it all again
                 seen = 0
             self.session.add(from_langchain(wrapped[seen:]))
-            self._seen, self._last = n, wrapped[-1]
-            self._view = to_langchain(self.session.render().messages)
+            self._seen, self._last = n, last
+            self._view = to_langchain(self.session.render().messages) if n else []
             return list(self._view)
 
     def _resume(self, wrapped: list[BaseMessage]) -> None:
-        """Take up a session its store already holds, if the wrapped history begins
-        with what it holds; else start it over."""
+        """Take up a session its store already holds when the wrapped history begins
+        with what it holds; else start it over. The view is rendered on the read."""
         held = self.session.history
         k = len(held)
-        same = [m.fingerprint for m in from_langchain(wrapped[:k])] == [m.fingerprint for m in held]
-        if k and k <= len(wrapped) and same:
-            self._seen, self._last = k, wrapped[k - 1]
-            self._view = to_langchain(self.session.render().messages)
-        elif k:
-            self._restart()
-        else:
+        if not k:
             self._seen = 0
+        elif k <= len(wrapped) and [m.fingerprint for m in from_langchain(wrapped[:k])] == [
+            m.fingerprint for m in held
+        ]:
+            self._seen, self._last, self._view = k, wrapped[k - 1], None
+        else:
+            self._restart()

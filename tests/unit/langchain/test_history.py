@@ -111,6 +111,8 @@ def test_a_history_changed_behind_its_back_is_read_again() -> None:
     fresh.add_messages(_turn(50) + _turn(51))
     assert h.messages == fresh.messages
     assert [m.text for m in h.session.history] == [m.text for m in fresh.session.history]
+    h.history.clear()  # emptied behind its back: an empty view, the session started over
+    assert h.messages == [] and h.session.history == ()
 
 
 def test_writes_reach_the_wrapped_history_unchanged() -> None:

@@ -5,7 +5,6 @@ the identifiers of folded content that appear nowhere else."""
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
@@ -26,7 +25,7 @@ from ...text.layers import Layers, build_codebook
 from ...text.scoring import elide
 from ...tokens import TokenCounter
 from ...units import Unit
-from .plan import Plan, lookup, shown_text
+from .plan import SPEAKER_TAG, Plan, lookup, shown_text
 from .policy import POLICY, Verbatim
 
 __all__ = ["Assembled", "Layout", "Notes", "assemble", "savings"]
@@ -52,7 +51,7 @@ class Assembled(NamedTuple):
     messages: list[Message]
     trace: list[Decision]
     note_at: int | None
-    others: str = ""
+    others: str
 
 
 @dataclass(frozen=True)
@@ -116,10 +115,6 @@ def _outermost(values: Collection[str]) -> list[str]:
     return [v for v in values if joined.find(v, 0, ends[len(v)]) < 0]
 
 
-# A note's line begins with its speaker's tag: "Caroline: ", "tool result (bash): ".
-_TAG = re.compile(r"[\w.' -]{1,40}(?: \([^\n()]{1,60}\))?: ")
-
-
 def _condensed_note(p: Plan) -> str:
     """The chosen parts of an earlier note, line by line, each under its speaker's
     tag (kept when the line's first segment, which holds it, is left out)."""
@@ -129,7 +124,7 @@ def _condensed_note(p: Plan) -> str:
         tag, line_start = "", True
         for seg, ok in zip(segs, chosen, strict=True):
             if line_start:
-                found = _TAG.match(seg)
+                found = SPEAKER_TAG.match(seg)
                 tag = found.group(0) if found and not ok else ""
             if ok:
                 kept.append(seg.strip())

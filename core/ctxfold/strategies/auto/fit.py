@@ -283,7 +283,7 @@ def summarize_note(
         return out
     note = out[at]
     listed = list(note.metadata[NOTE_KEY].get("listed", ()))
-    others = "\n".join(m.text for k, m in enumerate(out) if k != at)
+    others = fitted.others  # the pool holds nothing a message kept verbatim shows
     room = counter.count_message(note)
     bare = counter.count_message(notes.write(len(folded), ["."], listed, others, counter, True))
     allowance = room - bare

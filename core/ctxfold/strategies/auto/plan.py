@@ -19,6 +19,7 @@ from .analysis import Analysis
 from .policy import POLICY
 
 __all__ = [
+    "SPEAKER_TAG",
     "Plan",
     "id_cost",
     "id_value",
@@ -100,14 +101,15 @@ def make_plan(a: Analysis, i: int, ctx: ScoreContext, *, note: bool = False) -> 
     )
 
 
-# A note's line that is no content: a head (its own, or one an earlier round copied in
-# after a speaker tag) or the list of identifiers.
-_FURNITURE = re.compile(rf"(?:[^\n:]{{1,40}}: )?(?:{NOTE_HEAD.pattern})")
+#: The speaker's tag a note's line begins with: "Caroline: ", "tool result (bash): ".
+SPEAKER_TAG = re.compile(r"[\w.' -]{1,40}(?: \([^\n()]{1,60}\))?: ")
+# A note's line that is no content: a head, its own or one an earlier round copied in
+# after a speaker tag.
+_FURNITURE = re.compile(rf"(?:{SPEAKER_TAG.pattern})?(?:{NOTE_HEAD.pattern})")
 
 
 def _furniture(segments: Sequence[str]) -> list[int]:
-    """The segments that make up a note's furniture lines: written anew by the next
-    note, and the identifiers listed compete in the pool with their carried weights."""
+    """The segments that make up a note's head lines (the next note writes its own)."""
     out: list[int] = []
     line_start, inside = True, False
     for si, seg in enumerate(segments):
