@@ -41,6 +41,14 @@ def shared_conversations() -> list[tuple[str, list[Message]]]:
     return ctxfold_testing.shared_conversations(DATA_DIR)
 
 
+def examples_and_shared(limit: int | None = None) -> list[tuple[str, list[Message]]]:
+    """The bundled examples, then the shared conversations (the first ``limit``) when
+    the data is here: for parametrizing at collection, where a skip would skip the
+    whole module."""
+    shared = shared_conversations() if DATA_DIR is not None else []
+    return example_conversations() + shared[:limit]
+
+
 def shared_records() -> list[dict]:
     """The records of :func:`shared_conversations`, as they are in the files."""
     keep = {conv_id for conv_id, _ in shared_conversations()}

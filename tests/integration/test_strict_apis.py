@@ -5,12 +5,10 @@ assistant turns alternate (Gemini and most open-model chat templates require it)
 
 from __future__ import annotations
 
-import contextlib
-
 import pytest
 
 import ctxfold
-from conftest import example_conversations, shared_conversations
+from conftest import example_conversations, examples_and_shared
 from ctxfold.testing.doubles import FakeEmbedder
 
 anthropic = pytest.importorskip(
@@ -33,10 +31,7 @@ def chat_anthropic():
 
 
 def conversations():
-    convs = list(example_conversations())
-    with contextlib.suppress(pytest.skip.Exception):  # no shared data: the examples alone
-        convs += shared_conversations()
-    return convs
+    return examples_and_shared()
 
 
 @pytest.mark.parametrize("strategy", sorted(STRATEGIES))

@@ -23,13 +23,13 @@ from ctxfold.session import Session
 from ctxfold.storage import MemoryStore, RedisStore, SQLiteStore
 from ctxfold.testing import check_tool_integrity
 from ctxfold.validity import turn_order_problems
-from tests.conftest import example_conversations, shared_conversations
+from tests.conftest import example_conversations, examples_and_shared
 
 REPO = Path(__file__).resolve().parents[3]
 
 
 def _conversations() -> list[tuple[str, list[Message]]]:
-    return example_conversations() + shared_conversations()[:4]
+    return examples_and_shared(4)
 
 
 def _drive(session: Session, msgs: list[Message], budget: int) -> list[ctxfold.CompressionResult]:
