@@ -22,7 +22,12 @@ from typing import Any
 
 from .._state import default
 from ..contract import CounterSpec, MessageLike, Prepares, Strategy, WordCounts
-from ..exceptions import BudgetError, ConfigurationError, SessionNotFoundError
+from ..exceptions import (
+    BudgetError,
+    ConfigurationError,
+    CorruptRecordError,
+    SessionNotFoundError,
+)
 from ..messages import Message, as_messages
 from ..result import CompressionResult, CompressionStats, Decision
 from ..reversible.expand import expand
@@ -39,6 +44,7 @@ from .log import Fold, SessionLog
 __all__ = ["Session"]
 
 _STEP = "session"
+_RECORD_VERSION = 1  # of the record :attr:`Session.compaction` gives
 
 
 def _session_store() -> MemoryStore:
@@ -160,6 +166,67 @@ class Session:
                 f"store, or start one with Session({session_id!r}, store=...)"
             )
         return session
+
+    @classmethod
+    def resume(
+        cls,
+        history: Iterable[MessageLike],
+        compaction: Mapping[str, Any] | None,
+        **settings: Any,
+    ) -> Session:
+        """A new session over ``history`` whose current compaction is ``compaction``,
+        a record :attr:`compaction` gave for the same history (or ``None``): for a
+        history kept elsewhere (an agent's checkpointed state), so a compaction made in
+        one process is taken up in another without being made again. ``settings`` are
+        those of the constructor (a fresh id and a private memory store by default).
+        Raises :class:`ctxfold.exceptions.CorruptRecordError` when the record is not a
+        compaction of this history (the history was edited since, or the record is
+        damaged): start over with ``compaction=None``."""
+        settings.setdefault("store", MemoryStore())
+        session = cls(**settings)
+        session.add(list(history))
+        if compaction is not None:
+            session._adopt(compaction)
+        return session
+
+    @property
+    def compaction(self) -> dict[str, Any] | None:
+        """The current compaction as a JSON-able record (``None`` before the first), to
+        keep beside the history and give to :meth:`resume`."""
+        with self._lock:
+            fold = self._fold
+            if fold is None:
+                return None
+            last = self._history[fold.upto - 1].fingerprint if fold.upto else ""
+            return {"version": _RECORD_VERSION, "fold": fold.record(), "last": last}
+
+    @property
+    def folded(self) -> int:
+        """How many of the first history messages the current compaction stands in
+        for: a render is the compaction's messages, then the history from here on."""
+        return self._upto()
+
+    def _adopt(self, compaction: Mapping[str, Any]) -> None:
+        """Make the recorded compaction current after checking it fits the history."""
+        try:
+            if compaction.get("version") != _RECORD_VERSION:
+                raise ValueError("another version")
+            fold = Fold.from_record(dict(compaction["fold"]))
+            n, last = len(self._history), compaction["last"]
+            if not 0 <= fold.upto <= n or any(
+                i is not None and not 0 <= i < fold.upto for i in fold.sources
+            ):
+                raise ValueError("indices outside the history")
+            if fold.upto and self._history[fold.upto - 1].fingerprint != last:
+                raise ValueError("the history differs")
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise CorruptRecordError(
+                f"session {self.session_id!r}: the compaction record does not belong to "
+                f"this history ({exc}); resume with compaction=None to compact afresh"
+            ) from None
+        with self._lock:
+            self._log.add_fold(fold)
+            self._apply(fold)
 
     # ------------------------------------------------------------------ the state
 

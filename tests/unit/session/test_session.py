@@ -421,3 +421,52 @@ def test_each_compaction_is_handed_the_word_counts_of_the_whole_history() -> Non
     for documents, frequency in seen:
         words = [content_words(m.text) for m in msgs[:documents]]
         assert frequency == dict(Counter(w for ws in words for w in ws))
+
+
+def test_a_resumed_compaction_renders_as_the_uninterrupted_session() -> None:
+    """A history kept elsewhere (an agent's checkpoint) and the compaction record kept
+    beside it: a new process takes the compaction up instead of making it again."""
+    _, msgs = example_conversations()[-1]
+    half = len(msgs) // 2
+    whole = Session(budget=2000, store=MemoryStore())
+    _drive(whole, msgs[:half], 2000)
+    record = whole.compaction
+    assert record is not None and whole.folded > 0
+    record = json.loads(json.dumps(record))  # it is JSON, as a checkpoint keeps it
+    again = Session.resume(msgs[:half], record, budget=2000)
+    assert json.loads(json.dumps(again.compaction)) == record
+    assert again.folded == whole.folded
+    assert _wire(again.render()) == _wire(whole.render())
+    for m in msgs[half:]:
+        if m.role == "assistant":
+            assert _wire(again.render()) == _wire(whole.render())
+        again.add(m)
+        whole.add(m)
+    assert again.history == tuple(msgs)
+    assert Session.resume(msgs[:3], None, budget=2000).compaction is None
+
+
+def test_a_compaction_record_of_another_history_is_a_typed_error() -> None:
+    _, msgs = example_conversations()[-1]
+    session = Session(budget=2000, store=MemoryStore())
+    _drive(session, msgs, 2000)
+    record = session.compaction
+    assert record is not None
+    edited = list(msgs)
+    k = record["fold"]["upto"] - 1
+    edited[k] = Message(
+        edited[k].role,
+        "edited",
+        tool_calls=edited[k].tool_calls,
+        tool_call_id=edited[k].tool_call_id,
+    )
+    damaged = {**record, "fold": {**record["fold"], "upto": len(msgs) + 5}}
+    for history, rec in [
+        (edited, record),  # the history was edited since
+        (msgs[: k // 2], record),  # shorter than what the record stands for
+        (msgs, damaged),
+        (msgs, {**record, "version": 99}),
+        (msgs, {"fold": "x"}),
+    ]:
+        with pytest.raises(ctxfold.exceptions.CorruptRecordError, match="compaction=None"):
+            Session.resume(history, rec, budget=2000)
