@@ -1,6 +1,7 @@
 """What chat APIs accept of a message list: tool calls and their results in a shape
-every API takes (:func:`check_tool_structure`), and the turn order strict APIs require
-(:func:`turn_order_problems`)."""
+every API takes (:func:`check_tool_structure`), the turn order strict APIs require
+(:func:`turn_order_problems`), and, in a request, every call answered right after it
+and no result without its call (:func:`tool_pairing_problems`)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from .exceptions import InvalidMessageError
 if TYPE_CHECKING:
     from .messages import Message
 
-__all__ = ["check_tool_structure", "turn_order_problems"]
+__all__ = ["check_tool_structure", "tool_pairing_problems", "turn_order_problems"]
 
 
 def turn_order_problems(messages: Sequence[Message]) -> list[str]:
@@ -34,6 +35,30 @@ def turn_order_problems(messages: Sequence[Message]) -> list[str]:
             problems.append(f"message {j} is a {role} message after the conversation began")
         elif j > k and role in ("user", "assistant") and messages[j - 1].role == role:
             problems.append(f"messages {j - 1} and {j} are both {role!r}: turns must alternate")
+    return problems
+
+
+def tool_pairing_problems(messages: Sequence[Message]) -> list[str]:
+    """What a request to a chat API may not hold of tool calls, in words (empty when
+    nothing): a tool result that does not answer a call of the assistant message just
+    before its block of results (an orphan, which OpenAI and Anthropic refuse), or a
+    call with no result in that block. Only the last message may make calls still
+    waiting for their results (an agent about to run its tools)."""
+    problems: list[str] = []
+    waiting: set[str] = set()  # calls of the last assistant message, not yet answered
+    for i, m in enumerate(messages):
+        if m.role == "tool":
+            if m.tool_call_id in waiting:
+                waiting.discard(m.tool_call_id)
+            else:
+                problems.append(
+                    f"message {i} answers tool call {m.tool_call_id!r}, which the "
+                    "assistant message before it does not make"
+                )
+            continue
+        if waiting:
+            problems.append(f"tool calls {sorted(waiting)} have no result before message {i}")
+        waiting = {c.id for c in m.tool_calls} if m.role == "assistant" else set()
     return problems
 
 

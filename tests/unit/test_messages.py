@@ -242,3 +242,24 @@ def test_turn_order_problems_name_what_strict_apis_refuse() -> None:
     call = Message("assistant", None, tool_calls=(ToolCall("c", "f", "{}"),))
     result = Message("tool", "ok", tool_call_id="c")
     assert turn_order_problems([user, call, result, bot, user]) == []
+
+
+def test_tool_pairing_problems_name_orphans_and_unanswered_calls() -> None:
+    from ctxfold.validity import tool_pairing_problems
+
+    user, bot = Message("user", "u"), Message("assistant", "a")
+    calls = Message(
+        "assistant", None, tool_calls=(ToolCall("c1", "f", "{}"), ToolCall("c2", "f", "{}"))
+    )
+    r1, r2 = Message("tool", "1", tool_call_id="c1"), Message("tool", "2", tool_call_id="c2")
+    assert tool_pairing_problems([user, calls, r2, r1, bot]) == []
+    assert tool_pairing_problems([user, calls]) == []  # the agent is about to run them
+    orphan = tool_pairing_problems([user, r1, bot])
+    assert orphan == [
+        "message 1 answers tool call 'c1', which the assistant message before it does not make"
+    ]
+    assert tool_pairing_problems([user, calls, r1, bot]) == [
+        "tool calls ['c2'] have no result before message 3"
+    ]
+    # a result after another turn is an orphan too, even though its call came earlier
+    assert len(tool_pairing_problems([user, calls, r1, bot, user, r2])) == 2
