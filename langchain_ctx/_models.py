@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -11,9 +12,12 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseLanguageModel
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.tools import BaseTool
+from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from ctxfold import ConfigurationError, Message, SummarizerError
 from ctxfold.models.summarizers import SUMMARY_PROMPT, CallableSummarizer
+from ctxfold.tokens import TokenCounter
 
 from ._convert import to_langchain
 
@@ -21,7 +25,13 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-__all__ = ["LangChainEmbedder", "ModelTokenCounter", "counter_from", "summarizer_from"]
+__all__ = [
+    "LangChainEmbedder",
+    "ModelTokenCounter",
+    "counter_from",
+    "summarizer_from",
+    "tool_schema_tokens",
+]
 
 #: Tags on a summarizer's model calls: LangGraph leaves runs tagged "nostream" out of
 #: a graph's message stream, so the user never sees the summary being written.
@@ -138,3 +148,12 @@ def counter_from(model: BaseLanguageModel[Any]) -> ModelTokenCounter:
     """A chat model's (or LLM's) own token counting as a ctxfold counter (``counter=``
     of every entry point); see :class:`ModelTokenCounter`."""
     return ModelTokenCounter(model)
+
+
+def tool_schema_tokens(counter: TokenCounter, tools: Sequence[BaseTool | dict[str, Any]]) -> int:
+    """Tokens the schemas of ``tools`` take in a model call (as OpenAI function schemas,
+    the form every provider's is close to); 0 for no tools."""
+    if not tools:
+        return 0
+    schemas = [convert_to_openai_tool(t) for t in tools]
+    return counter.count_text(json.dumps(schemas, sort_keys=True, ensure_ascii=False))
