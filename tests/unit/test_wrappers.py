@@ -162,6 +162,29 @@ def test_missing_extra_names_the_install_command(package, blocked, extra):
     assert f"pip install 'ctxfold[{extra}]'" in done.stdout
 
 
+@pytest.mark.parametrize(
+    ("name", "blocked"),
+    [
+        ("CompressionMiddleware", "langchain"),
+        ("CompressionMiddleware", "langgraph"),
+        ("pre_model_hook", "langgraph"),  # needs no more than langgraph
+    ],
+)
+def test_the_agent_parts_name_their_extra_and_the_rest_still_imports(name, blocked):
+    code = (
+        f"import sys; sys.modules[{blocked!r}] = None\n"
+        "import langchain_ctx\n"
+        "assert langchain_ctx.compress_messages\n"
+        "try:\n"
+        f"    langchain_ctx.{name}\n"
+        "except ImportError as e:\n"
+        "    print(type(e).__name__, e)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.stdout.startswith("MissingDependencyError"), done.stderr
+    assert "pip install 'ctxfold[agents]'" in done.stdout
+
+
 def test_wrong_object_types_are_rejected_clearly():
     with pytest.raises(ctxfold.InvalidMessageError, match="LangChain cannot read a object"):
         from_langchain([object()])

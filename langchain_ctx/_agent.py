@@ -1,0 +1,140 @@
+"""``CompressionMiddleware``: an agent made by ``langchain.agents.create_agent`` sends
+its model the compressed history, while its state keeps every message."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
+from typing import Annotated, Any, cast
+
+from langchain.agents.middleware.types import (
+    AgentMiddleware,
+    AgentState,
+    ExtendedModelResponse,
+    ModelRequest,
+    ModelResponse,
+    PrivateStateAttr,
+)
+from langchain_core.messages import AIMessage, AnyMessage
+from langchain_core.tools import BaseTool
+from langgraph.types import Command
+from typing_extensions import NotRequired
+
+from ctxfold.contract import CounterSpec
+
+from ._models import tool_schema_tokens
+from ._threads import STATE_KEY, ThreadViews, View, thread_of
+
+__all__ = ["CompressionMiddleware", "CompressionState"]
+
+
+class CompressionState(AgentState[Any]):
+    """The agent state with the thread's compaction record, private to the middleware
+    (left out of the agent's input and output schemas, kept in its checkpoints)."""
+
+    ctxfold: NotRequired[Annotated[dict[str, Any] | None, PrivateStateAttr]]
+
+
+Handler = Callable[[ModelRequest[Any]], ModelResponse[Any]]
+AsyncHandler = Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
+
+
+class CompressionMiddleware(AgentMiddleware[CompressionState, Any, Any]):
+    """Compress what an agent's model sees to ``budget`` tokens, on every model call.
+
+    ::
+
+        agent = create_agent(model, tools, middleware=[CompressionMiddleware(budget=8000)],
+                             checkpointer=InMemorySaver())
+
+    The model receives the system prompt, the tool schemas and the history within
+    ``budget`` tokens, a tool call never split from its results and in the strict
+    turn order chat APIs require; the agent's state and its checkpoints keep every
+    message. The thread's compaction (its compacted prefix, note and round id) is
+    stored in the private state field ``ctxfold``: between compactions each call is
+    the last one plus the new messages (a cache-stable prefix), and a compaction made
+    once is taken up after a restart or on another worker, never made again.
+
+    ``strategy``, ``counter``, ``cache_stable``, ``low_water`` and ``high_water`` are
+    those of :class:`ctxfold.Session` (a summarizer model goes in the strategy:
+    ``strategy=("auto", {"summarizer": summarizer_from(model)})``, its calls tagged
+    so they stay out of the agent's stream). Sessions of the ``max_threads`` threads
+    used last stay in memory; another is rebuilt from its state when it returns.
+    """
+
+    state_schema = CompressionState
+
+    def __init__(
+        self,
+        budget: int,
+        *,
+        strategy: Any = "auto",
+        counter: CounterSpec = "o200k_base",
+        cache_stable: bool = True,
+        low_water: float | None = None,
+        high_water: float = 1.0,
+        max_threads: int = 256,
+    ) -> None:
+        super().__init__()
+        self.views = ThreadViews(
+            budget=budget,
+            strategy=strategy,
+            counter=counter,
+            cache_stable=cache_stable,
+            low_water=low_water,
+            high_water=high_water,
+            max_threads=max_threads,
+        )
+        self._schemas: dict[tuple[int, ...], tuple[Sequence[Any], int]] = {}
+
+    @property
+    def budget(self) -> int:
+        """Tokens each model call may receive: system prompt, tool schemas, history."""
+        return self.views.budget
+
+    def wrap_model_call(
+        self, request: ModelRequest[Any], handler: Handler
+    ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
+        """Send the model the compressed view; store a new compaction in the state."""
+        view = self._view(request, thread_of())
+        return _with_record(handler(_compressed(request, view)), view)
+
+    async def awrap_model_call(
+        self, request: ModelRequest[Any], handler: AsyncHandler
+    ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
+        """:meth:`wrap_model_call` for an async agent (the render in a worker thread)."""
+        view = await asyncio.to_thread(self._view, request, thread_of())
+        return _with_record(await handler(_compressed(request, view)), view)
+
+    def _view(self, request: ModelRequest[Any], thread: Hashable) -> View:
+        fixed = self.views.fixed_tokens(request.system_message, self._schema_tokens(request.tools))
+        saved = request.state.get(STATE_KEY)
+        if not isinstance(saved, Mapping):
+            saved = None
+        return self.views.view(thread, request.messages, fixed=fixed, saved=saved)
+
+    def _schema_tokens(self, tools: Sequence[BaseTool | dict[str, Any]]) -> int:
+        """Tokens of the tool schemas the model receives, counted once per tool set."""
+        key = tuple(id(t) for t in tools)
+        hit = self._schemas.get(key)
+        if hit is None:
+            hit = (tools, tool_schema_tokens(self.views.counter, tools))
+            if len(self._schemas) >= 64:
+                self._schemas.clear()
+            self._schemas[key] = hit  # holds the tools, so their ids stay theirs
+        return hit[1]
+
+
+def _compressed(request: ModelRequest[Any], view: View) -> ModelRequest[Any]:
+    return request.override(messages=cast("list[AnyMessage]", view.messages))
+
+
+def _with_record(
+    response: ModelResponse[Any] | AIMessage, view: View
+) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
+    """The model's response, with the new compaction record as a state update."""
+    if view.record is None:
+        return response
+    if isinstance(response, AIMessage):
+        response = ModelResponse(result=[response])
+    return ExtendedModelResponse(response, Command(update={STATE_KEY: view.record}))

@@ -1,0 +1,198 @@
+"""Compressed views of histories kept elsewhere (an agent's checkpointed state), one
+ctxfold :class:`~ctxfold.Session` per conversation thread: what the agent middleware
+and the LangGraph hook share.
+
+The history and the compaction record live in the graph's state; the sessions here are
+a cache of the work done on them. A cached session is used while the messages it holds
+are still the first messages of the state; otherwise it is rebuilt from the state's
+messages and its stored compaction (no compaction made twice), or, when that record no
+longer belongs to the history (messages edited or removed), compacted afresh.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.messages import BaseMessage, SystemMessage
+from langgraph.config import get_config
+
+from ctxfold.contract import CounterSpec
+from ctxfold.exceptions import BudgetError, ConfigurationError, CorruptRecordError
+from ctxfold.result import CompressionResult
+from ctxfold.session import Session
+
+from ._convert import from_langchain, to_langchain
+
+__all__ = ["STATE_KEY", "ThreadViews", "View", "thread_of"]
+
+#: How LangGraph writes a checkpoint namespace: ``node:task_id|node:task_id``.
+NS_SEP, NS_END = "|", ":"
+
+#: The state field that holds a thread's compaction record (private to the agent).
+STATE_KEY = "ctxfold"
+
+
+def _key(message: BaseMessage) -> Any:
+    """What identifies a message of the state: its id (LangGraph's reducer gives every
+    message one), else the message itself (compared by value)."""
+    return message.id or message
+
+
+def thread_of() -> Hashable:
+    """The conversation thread of the graph run this is called in: its ``thread_id``
+    and the path of graph nodes down to the graph calling the model (``None`` outside
+    a graph or without a thread id). Task ids are left out: a node's namespace has a
+    new one on every step, the thread stays."""
+    try:
+        configurable = get_config().get("configurable") or {}
+    except RuntimeError:  # not inside a runnable
+        return None
+    thread = configurable.get("thread_id")
+    if thread is None:
+        return None
+    path = str(configurable.get("checkpoint_ns", "")).split(NS_SEP)[:-1]  # the node's graph
+    return (str(thread), *(part.split(NS_END)[0] for part in path))
+
+
+@dataclass
+class _Thread:
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    session: Session | None = None
+    keys: list[Any] = field(default_factory=list)  # the state messages the session holds
+    round_id: str | None = None  # the compaction `prefix` is the LangChain form of
+    prefix: list[BaseMessage] = field(default_factory=list)
+
+    def holds_start_of(self, messages: Sequence[BaseMessage]) -> bool:
+        n = len(self.keys)
+        return n <= len(messages) and [_key(m) for m in messages[:n]] == self.keys
+
+
+@dataclass(frozen=True)
+class View:
+    """One model call's view: ``messages`` to send after the system prompt; ``record``
+    the compaction to store in the state when the state holds another (else ``None``);
+    ``result`` the session's render (stats and trace)."""
+
+    messages: list[BaseMessage]
+    record: dict[str, Any] | None
+    result: CompressionResult
+
+
+def _round_of(saved: Mapping[str, Any] | None) -> str | None:
+    fold = saved.get("fold") if isinstance(saved, Mapping) else None
+    return fold.get("round") if isinstance(fold, Mapping) else None
+
+
+class ThreadViews:
+    """Render each thread's history within ``budget`` tokens (system prompt and tool
+    schemas included), keeping the sessions of the ``max_threads`` threads used last."""
+
+    def __init__(
+        self,
+        *,
+        budget: int,
+        strategy: Any,
+        counter: CounterSpec,
+        cache_stable: bool,
+        low_water: float | None,
+        high_water: float,
+        max_threads: int,
+    ) -> None:
+        if isinstance(max_threads, bool) or not isinstance(max_threads, int) or max_threads < 1:
+            raise ConfigurationError(f"max_threads must be an int >= 1, got {max_threads!r}")
+        template = Session(  # checks every setting, once
+            budget=budget,
+            strategy=strategy,
+            counter=counter,
+            cache_stable=cache_stable,
+            low_water=low_water,
+            high_water=high_water,
+        )
+        self.budget: int = budget
+        self.counter = template.counter
+        self._settings: dict[str, Any] = {
+            "budget": budget,
+            "strategy": template.strategy,
+            "counter": template.counter,
+            "cache_stable": cache_stable,
+            "low_water": low_water,
+            "high_water": high_water,
+        }
+        self.max_threads = max_threads
+        self._threads: OrderedDict[Hashable, _Thread] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def fixed_tokens(self, system: SystemMessage | None, reserved: int) -> int:
+        """Tokens a call spends besides the history: the system prompt and ``reserved``."""
+        if system is None:
+            return reserved
+        return reserved + self.counter.count_message(from_langchain([system])[0])
+
+    def check_room(self, fixed: int) -> int:
+        """The tokens left for the history when a call spends ``fixed`` besides; a
+        :class:`ctxfold.BudgetError` when none are."""
+        room = self.budget - fixed
+        if room <= 0:
+            raise BudgetError(
+                f"the system prompt and tool schemas take {fixed} tokens, the whole budget "
+                f"of {self.budget}: raise the budget or shorten them",
+                required=fixed + 1,
+                budget=self.budget,
+            )
+        return room
+
+    def view(
+        self,
+        thread: Hashable,
+        messages: Sequence[BaseMessage],
+        *,
+        fixed: int = 0,
+        saved: Mapping[str, Any] | None = None,
+    ) -> View:
+        """The view of ``messages`` (the thread's whole history, the system prompt
+        aside) for a model call that spends ``fixed`` tokens besides; ``saved`` is the
+        compaction record the state holds. Raises :class:`ctxfold.BudgetError` when
+        what must be kept cannot fit."""
+        room = self.check_room(fixed)
+        state = self._state(thread)
+        with state.lock:
+            session = self._session(state, messages, saved)
+            held = len(state.keys)
+            session.add(from_langchain(messages[held:]))
+            state.keys += [_key(m) for m in messages[held:]]
+            result = session.render(room)
+            tail = len(messages) - session.folded
+            if result.round_id != state.round_id:
+                state.round_id = result.round_id
+                state.prefix = to_langchain(result.messages[: len(result.messages) - tail])
+            changed = result.round_id is not None and result.round_id != _round_of(saved)
+            record = session.compaction if changed else None
+            return View([*state.prefix, *messages[len(messages) - tail :]], record, result)
+
+    def _state(self, thread: Hashable) -> _Thread:
+        with self._lock:
+            state = self._threads.pop(thread, None) or _Thread()
+            self._threads[thread] = state  # the most recent last
+            while len(self._threads) > self.max_threads:
+                self._threads.popitem(last=False)
+            return state
+
+    def _session(
+        self, state: _Thread, messages: Sequence[BaseMessage], saved: Mapping[str, Any] | None
+    ) -> Session:
+        """The thread's session, rebuilt from the state when the cached one does not
+        hold the start of ``messages`` (another process, a fork, an edit)."""
+        if state.session is not None and state.holds_start_of(messages):
+            return state.session
+        history = from_langchain(messages)
+        try:
+            session = Session.resume(history, saved, **self._settings)
+        except CorruptRecordError:  # edited since: the history itself is all there
+            session = Session.resume(history, None, **self._settings)
+        state.session, state.keys = session, [_key(m) for m in messages]
+        state.round_id, state.prefix = None, []
+        return session

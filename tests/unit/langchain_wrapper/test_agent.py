@@ -1,0 +1,243 @@
+"""CompressionMiddleware: an agent of ``create_agent`` sends its model the compressed
+history, its state and checkpoints keep every message."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import itertools
+import json
+import re
+from typing import Any
+
+import pytest
+from langchain.agents import create_agent
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, RemoveMessage
+from langgraph.checkpoint.memory import InMemorySaver
+
+import ctxfold
+from conftest import example_conversations
+from langchain_ctx import CompressionMiddleware, from_langchain, summarizer_from
+from langchain_ctx.testing import END_OF_REPLAY, NO_RESULT, ModelCall, Replay
+
+pytestmark = pytest.mark.filterwarnings("error::DeprecationWarning")
+
+COUNTER = ctxfold.TiktokenCounter()
+ROUND = re.compile(r"\[ctxfold round \w+")
+
+
+def _trajectory(name: str = "sqlfluff") -> list[ctxfold.Message]:
+    return next(msgs for conv, msgs in example_conversations() if name in conv)
+
+
+def _quarter(msgs: list[ctxfold.Message]) -> int:
+    return COUNTER.count_messages(msgs) // 4
+
+
+def _agent(replay: Replay, middleware: CompressionMiddleware, saver: InMemorySaver) -> Any:
+    return create_agent(
+        replay.model,
+        replay.tools,
+        system_prompt=replay.system_prompt,
+        middleware=[middleware],
+        checkpointer=saver,
+    )
+
+
+def _config(thread: str = "t1") -> Any:
+    return {"configurable": {"thread_id": thread}, "recursion_limit": 1000}
+
+
+def _shape(m: ctxfold.Message) -> tuple[Any, ...]:
+    calls = tuple((c.id, c.name, json.loads(c.arguments)) for c in m.tool_calls)
+    return (m.role, m.text, m.tool_call_id, calls)
+
+
+def _assert_complete(state_messages: list[BaseMessage], replay: Replay) -> None:
+    """The state holds every recorded message, in order; after them only what the
+    replay adds: a result for a call the recording left open, and its closing answer."""
+    held = [_shape(m) for m in from_langchain(state_messages)]
+    recorded = [_shape(m) for m in from_langchain(replay.recorded)]
+    assert held[: len(recorded)] == recorded
+    assert {m[1] for m in held[len(recorded) :]} <= {NO_RESULT, END_OF_REPLAY}
+
+
+def _views(calls: list[ModelCall]) -> list[list[tuple[Any, ...]]]:
+    """What each call received, the names of rounds aside (they hash the message ids
+    the agent's state gives, new in every run)."""
+    return [[_shape(_unnamed(m)) for m in from_langchain(c.messages)] for c in calls]
+
+
+def _unnamed(m: ctxfold.Message) -> ctxfold.Message:
+    return dataclasses.replace(m, content=ROUND.sub("[ctxfold round", m.text))
+
+
+@pytest.mark.parametrize("run", ["sync", "async"])
+def test_every_model_call_of_a_long_agent_run_fits_and_the_state_keeps_all(run: str) -> None:
+    msgs = _trajectory()
+    budget = _quarter(msgs)
+    replay = Replay.of(msgs)
+    saver = InMemorySaver()
+    agent = _agent(replay, CompressionMiddleware(budget=budget), saver)
+    if run == "sync":
+        state = replay.run(agent, _config())
+    else:
+        state = asyncio.run(replay.arun(agent, _config()))
+    calls = replay.model.calls
+    tool_calls = sum(len(m.tool_calls) for m in msgs)
+    assert tool_calls >= 30 and len(calls) == tool_calls + 1
+    assert [c.problems(budget) for c in calls] == [[]] * len(calls)
+    assert max(c.tokens() for c in calls) > 0.9 * budget  # the budget is used, not wasted
+    assert len(calls[-1].messages) < len(state["messages"])  # ... and compressed
+    _assert_complete(state["messages"], replay)
+    stored = agent.get_state(_config()).values
+    assert stored["ctxfold"]["fold"]["round"]  # the compaction is in the checkpoint
+    _assert_complete(stored["messages"], replay)
+
+
+def test_between_compactions_each_call_extends_the_last() -> None:
+    msgs = _trajectory()
+    replay = Replay.of(msgs)
+    agent = _agent(replay, CompressionMiddleware(budget=_quarter(msgs)), InMemorySaver())
+    replay.run(agent, _config())
+    views = _views(replay.model.calls)
+    rewritten = [k for k in range(1, len(views)) if views[k][: len(views[k - 1])] != views[k - 1]]
+    # a call that does not extend the last one starts a new compaction: a new note
+    notes = {tuple(v[:2]) for v in views}
+    assert 0 < len(rewritten) < len(notes) + 1
+    assert len(rewritten) <= len(views) // 4
+
+
+def _stepwise(replay: Replay, budget: int, saver: InMemorySaver) -> Any:
+    """An agent that stops before each tool run; with a new middleware, as a process
+    that starts afresh has: nothing cached."""
+    return create_agent(
+        replay.model,
+        replay.tools,
+        system_prompt=replay.system_prompt,
+        middleware=[CompressionMiddleware(budget=budget)],
+        checkpointer=saver,
+        interrupt_before=["tools"],
+    )
+
+
+def test_a_new_process_takes_up_the_compaction_in_the_checkpoint() -> None:
+    msgs = _trajectory()
+    budget = _quarter(msgs) * 2
+    whole = Replay.of(msgs)
+    whole.run(_agent(whole, CompressionMiddleware(budget=budget), InMemorySaver()), _config())
+    assert len({tuple(v[:2]) for v in _views(whole.model.calls)}) > 2  # compacted, twice
+
+    split, saver = Replay.of(msgs), InMemorySaver()
+    (task,) = split.inputs
+    _stepwise(split, budget, saver).invoke({"messages": task}, _config())
+    while _stepwise(split, budget, saver).get_state(_config()).next:
+        _stepwise(split, budget, saver).invoke(None, _config())
+    assert _views(split.model.calls) == _views(whole.model.calls)
+
+
+def test_threads_are_compressed_apart() -> None:
+    airline, swe = _trajectory("airline"), _trajectory("marshmallow")
+    budget = min(_quarter(airline), _quarter(swe)) + 600
+    alone = {}
+    for name, msgs in (("a", airline), ("b", swe)):
+        replay = Replay.of(msgs)
+        replay.run(_agent(replay, CompressionMiddleware(budget=budget), InMemorySaver()), _config())
+        alone[name] = _views(replay.model.calls)
+    middleware, saver = CompressionMiddleware(budget=budget), InMemorySaver()
+    together = {}
+    replays = {"a": Replay.of(airline), "b": Replay.of(swe)}
+    agents = {k: _agent(r, middleware, saver) for k, r in replays.items()}
+    for turns in itertools.zip_longest(replays["a"].inputs, replays["b"].inputs):
+        for name, turn in zip("ab", turns, strict=True):
+            if turn is not None:
+                agents[name].invoke({"messages": turn}, _config(name))
+    together = {k: _views(r.model.calls) for k, r in replays.items()}
+    assert together == alone
+
+
+def test_an_edited_history_is_compressed_afresh() -> None:
+    msgs = _trajectory()
+    budget = _quarter(msgs)
+    replay, saver = Replay.of(msgs), InMemorySaver()
+    agent = _stepwise(replay, budget, saver)
+    agent.invoke({"messages": replay.inputs[0]}, _config())
+    for _ in range(20):
+        agent.invoke(None, _config())
+    state = agent.get_state(_config()).values
+    assert state["ctxfold"] is not None
+    # drop the first model turn and its results, as a user editing the thread would
+    held = state["messages"]
+    first = next(k for k, m in enumerate(held) if isinstance(m, AIMessage))
+    removed = {m.id for m in held[first : first + 1 + len(held[first].tool_calls)]}
+    agent.update_state(_config(), {"messages": [RemoveMessage(id=i) for i in removed]})
+    before = len(replay.model.calls)
+    while agent.get_state(_config()).next:
+        agent.invoke(None, _config())
+    later = replay.model.calls[before:]
+    assert len(later) > 10 and [c.problems(budget) for c in later] == [[]] * len(later)
+    assert not any(m.id in removed for c in later for m in c.messages)
+    stale = state["ctxfold"]["fold"]["round"]  # the compaction of the history before
+    assert not any(stale in m.text for c in later for m in c.messages)
+    assert agent.get_state(_config()).values["ctxfold"]["fold"]["round"] != stale
+
+
+def test_a_summarizer_model_writes_the_note_out_of_the_stream() -> None:
+    summary = "SUMMARY: rule L060 now names the function to use; tests pass."
+    writer = GenericFakeChatModel(messages=itertools.cycle([AIMessage(summary)]))
+    msgs = _trajectory()
+    budget = _quarter(msgs)
+    replay = Replay.of(msgs)
+    middleware = CompressionMiddleware(
+        budget=budget, strategy=("auto", {"summarizer": summarizer_from(writer)})
+    )
+    agent = _agent(replay, middleware, InMemorySaver())
+    streamed: list[str] = []
+    for turn in replay.inputs:
+        for chunk, _meta in agent.stream({"messages": turn}, _config(), stream_mode="messages"):
+            streamed.append(chunk.text)
+    assert any(summary in m.text for c in replay.model.calls for m in c.messages)
+    assert not any("SUMMARY" in text for text in streamed)
+    assert [c.problems(budget) for c in replay.model.calls] == [[]] * len(replay.model.calls)
+
+
+def test_a_budget_the_system_prompt_and_tools_fill_is_a_budget_error() -> None:
+    replay = Replay.of(_trajectory())
+    agent = _agent(replay, CompressionMiddleware(budget=40), InMemorySaver())
+    with pytest.raises(ctxfold.BudgetError, match="system prompt and tool schemas"):
+        agent.invoke({"messages": replay.inputs[0]}, _config())
+    assert not replay.model.calls
+
+
+def test_a_short_conversation_reaches_the_model_unchanged() -> None:
+    replay = Replay.of(
+        [
+            {"role": "system", "content": "You are terse."},
+            {"role": "user", "content": "Hi"},
+            {"role": "assistant", "content": "Hello."},
+        ]
+    )
+    agent = _agent(replay, CompressionMiddleware(budget=4000), InMemorySaver())
+    state = replay.run(agent, _config())
+    (call,) = replay.model.calls
+    assert [(m.type, m.text) for m in call.messages] == [
+        ("system", "You are terse."),
+        ("human", "Hi"),
+    ]
+    assert "ctxfold" not in state  # private: not in the agent's output
+    assert isinstance(state["messages"][0], HumanMessage)
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"budget": -1},
+        {"budget": "4k"},
+        {"budget": 100, "strategy": "nope"},
+        {"budget": 100, "max_threads": 0},
+    ],
+)
+def test_bad_settings_fail_when_the_middleware_is_made(settings: dict[str, Any]) -> None:
+    with pytest.raises(ctxfold.ConfigurationError):
+        CompressionMiddleware(**settings)
