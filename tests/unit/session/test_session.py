@@ -26,6 +26,7 @@ from ctxfold.validity import turn_order_problems
 from tests.conftest import example_conversations, examples_and_shared
 
 REPO = Path(__file__).resolve().parents[3]
+COUNTER = ctxfold.TiktokenCounter()
 
 
 def _conversations() -> list[tuple[str, list[Message]]]:
@@ -470,3 +471,17 @@ def test_a_compaction_record_of_another_history_is_a_typed_error() -> None:
     ]:
         with pytest.raises(ctxfold.exceptions.CorruptRecordError, match="compaction=None"):
             Session.resume(history, rec, budget=2000)
+
+
+@pytest.mark.parametrize("share", [k / 100 for k in range(10, 50, 2)])
+def test_every_render_keeps_strict_turn_order_at_any_budget(share: float) -> None:
+    """The airline chat's lookups return long records: a compaction may fold the newest
+    unit, and the next message is appended after what it kept. The prefix must end on
+    the side its input ended on, and its note fill the gap folding left (not go back
+    to the top because the previous note, folded again, opens the input)."""
+    msgs = next(m for name, m in example_conversations() if "airline" in name)[1:]
+    session = Session(budget=int(COUNTER.count_messages(msgs) * share), store=MemoryStore())
+    for m in msgs:
+        if m.role == "assistant":
+            assert turn_order_problems(list(session.render().messages)) == []
+        session.add(m)

@@ -13,6 +13,7 @@ import ctxfold
 from conftest import example_records
 from ctxfold import AutoCompressor, ExtractiveSummarizer, Layers, Message, ToolCall, get_counter
 from ctxfold.strategies.auto.assemble import Notes, _outermost
+from ctxfold.testing.strategies import texts
 from ctxfold.validity import turn_order_problems
 
 COUNTER = get_counter("o200k_base")
@@ -489,3 +490,38 @@ def test_a_listed_value_inside_another_is_not_listed_again(values):
     """The note lists a value once: not when it is found inside another listed one."""
     joined = "\n".join(values)
     assert _outermost(values) == [v for v in values if joined.count(v) == 1]
+
+
+@st.composite
+def _strict_histories(draw):
+    """A request strict chat APIs accept: user turns, then the assistant's answer or
+    its tool calls with their results, ending on a user turn or a tool result."""
+    msgs = []
+    turns = draw(st.integers(1, 8))
+    for n in range(turns):
+        msgs.append(Message("user", draw(texts(200))))
+        for k in range(draw(st.integers(0, 3))):
+            call = ToolCall(f"c{n}_{k}", "lookup", json.dumps({"q": draw(texts(40))}))
+            msgs += [
+                Message("assistant", draw(st.none() | texts(80)), tool_calls=(call,)),
+                Message("tool", draw(texts(400)), tool_call_id=call.id),
+            ]
+        if (n < turns - 1 and msgs[-1].role == "user") or draw(st.booleans()):
+            msgs.append(Message("assistant", draw(texts(200))))
+    if msgs[-1].role == "assistant":
+        msgs.append(Message("user", draw(texts(100))))
+    return msgs
+
+
+@settings(max_examples=100, deadline=None)
+@given(_strict_histories(), st.floats(0.1, 0.9))
+def test_the_output_ends_on_the_side_the_input_ended_on(msgs, fraction):
+    # A session appends the next turn (the model's, after a user turn or a tool
+    # result) right after a compaction's output: when the newest messages are folded,
+    # a turn kept in place before them must not end the output in that turn's role.
+    budget = int(COUNTER.count_messages(msgs) * fraction)
+    try:
+        out = list(AutoCompressor().compress(msgs, budget=budget, counter=COUNTER).messages)
+    except ctxfold.BudgetError:
+        return
+    assert turn_order_problems([*out, Message("assistant", "The next turn.")]) == []

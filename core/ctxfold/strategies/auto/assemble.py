@@ -197,7 +197,27 @@ def _alternating(messages: Sequence[Message], layout: Layout, whole: list[Unit])
             dropped.update(unit_of[i].indices)
             continue
         out.append(i)
+    # The output must end on the side the input ended on: the message that comes next
+    # (the model's reply, or the user's turn after it) follows the last one kept.
+    follows = _next_role(messages)
+    while out and out[-1] in unit_of and _ends_before(messages, out[-1], follows):
+        gone = unit_of[out[-1]]
+        dropped.update(gone.indices)
+        out = [k for k in out if k not in gone.indices]
     return {i for i in unit_of if i not in dropped}
+
+
+def _next_role(messages: Sequence[Message]) -> str | None:
+    """The role of the turn that follows ``messages``: the assistant's after a user
+    message or a tool result, the user's after an assistant message."""
+    last = messages[-1].role if messages else None
+    return {"user": "assistant", "tool": "assistant", "assistant": "user"}.get(last or "")
+
+
+def _ends_before(messages: Sequence[Message], k: int, follows: str | None) -> bool:
+    """Whether kept message ``k``, with folded messages after it to the end, has the
+    role of the turn that follows the whole: the two would sit side by side."""
+    return k < len(messages) - 1 and messages[k].role == follows
 
 
 def _clash(messages: Sequence[Message], a: int, b: int) -> bool:
@@ -228,7 +248,7 @@ def assemble(
     lines: list[str] = []
     folded = 0
     last_tag = ""
-    note_at: int | None = None
+    holes: list[int] = []
     for i, m in enumerate(messages):
         t = tokens[i]
         if i in layout.pinned:
@@ -246,8 +266,8 @@ def assemble(
         else:
             p = plans[i]
             folded += 1
-            if note_at is None:
-                note_at = len(out)  # where the folded messages begin; placed below
+            if not holes or holes[-1] != len(out):
+                holes.append(len(out))  # where a run of folded messages begins
             shown = condensed(p) if not force_fold else ""
             if shown and p.note:  # its lines name their speakers already
                 lines.append(shown)
@@ -260,12 +280,23 @@ def assemble(
             action: Action = "deduplicated" if p.deduplicated else "summarized"
             trace.append(Decision(i, action, FOLDED, t, 0, step, tuple(p.reasons)))
     others_text = shown_text(others)
-    if note_at is not None:
+    note_at: int | None = None
+    if holes:
         listed = [v for (v, _), ok in zip(layout.pool, chosen_ids, strict=True) if ok]
         shown = others_text + "\n" + "\n".join(lines)
         note = notes.write(folded, lines, listed, shown, counter)
-        note_at = insert_note(out, note, hole=note_at)
+        note_at = insert_note(out, note, hole=_gap(out, holes))
     return Assembled(out, trace, note_at, others_text)
+
+
+def _gap(out: Sequence[Message], holes: Sequence[int]) -> int:
+    """Where the note goes among the runs of folded messages that begin at ``holes``:
+    the first run whose folding left two turns of one role side by side, so the note
+    fills that gap; else the first run."""
+    for h in holes:
+        if 0 < h < len(out) and out[h - 1].role == out[h].role in ("user", "assistant"):
+            return h
+    return holes[0]
 
 
 def savings(
