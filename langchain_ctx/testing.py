@@ -17,6 +17,7 @@ tools with the recorded tool results.
 from __future__ import annotations
 
 import threading
+from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any
@@ -67,12 +68,16 @@ class ModelCall:
             count, self.tools
         )
 
-    def problems(self, budget: int, counter: CounterSpec = "o200k_base") -> list[str]:
+    def problems(
+        self, budget: int, counter: CounterSpec = "o200k_base", *, strict: bool = True
+    ) -> list[str]:
         """Why the call was not a valid request within ``budget`` tokens: over the
-        budget, a tool call split from its results, or a turn order strict chat APIs
-        refuse (``[]`` when it was)."""
+        budget, a tool call split from its results, or (with ``strict``, for a history
+        that keeps it) a turn order strict chat APIs refuse; ``[]`` when it was."""
         messages = from_langchain(self.messages)
-        found = turn_order_problems(messages) + tool_pairing_problems(messages)
+        found = tool_pairing_problems(messages)
+        if strict:
+            found += turn_order_problems(messages)
         tokens = self.tokens(counter)
         if tokens > budget:
             found.append(f"{tokens} tokens, over the budget of {budget}")
@@ -131,9 +136,10 @@ class _AnyArguments(BaseModel):
     tool_call_id: Annotated[str, InjectedToolCallId]
 
 
-def _replayed_tool(name: str, results: dict[str, str]) -> BaseTool:
+def _replayed_tool(name: str, results: dict[str, deque[str]]) -> BaseTool:
     def run(tool_call_id: str, **_: Any) -> str:
-        return results.get(tool_call_id, NO_RESULT)
+        waiting = results.get(tool_call_id)
+        return waiting.popleft() if waiting else NO_RESULT  # ids may be used again later
 
     return StructuredTool.from_function(
         func=run,
@@ -154,6 +160,7 @@ class Replay:
     tools: list[BaseTool]
     inputs: list[list[BaseMessage]]
     recorded: list[BaseMessage] = field(repr=False)
+    strict: bool = True  # the recording itself keeps the turn order strict APIs require
 
     @classmethod
     def of(cls, messages: Sequence[Message | dict[str, Any]]) -> Replay:
@@ -163,7 +170,10 @@ class Replay:
         if msgs and msgs[0].role == "system":
             system, msgs = msgs[0].text, msgs[1:]
         recorded = to_langchain(msgs)
-        results = {m.tool_call_id: m.text for m in msgs if m.role == "tool" and m.tool_call_id}
+        results: dict[str, deque[str]] = {}
+        for m in msgs:
+            if m.role == "tool" and m.tool_call_id:
+                results.setdefault(m.tool_call_id, deque()).append(m.text)
         names = dict.fromkeys(c.name for m in msgs for c in m.tool_calls)
         responses = [m for m in recorded if isinstance(m, AIMessage)]
         return cls(
@@ -172,7 +182,25 @@ class Replay:
             tools=[_replayed_tool(name, results) for name in names],
             inputs=list(_runs(recorded)),
             recorded=recorded,
+            strict=not turn_order_problems(as_messages(messages)),
         )
+
+    def holds_all(self, messages: Sequence[BaseMessage]) -> bool:
+        """Whether ``messages`` (an agent's final state) hold every recorded message in
+        order, the results of one model turn's calls in any order (an agent runs
+        them in parallel), and after them only what the replay adds: a result for a
+        call the recording left open, and the closing answer."""
+        held, recorded = _comparable(messages), _comparable(self.recorded)
+        added = {text for _role, text, *_ in held[len(recorded) :]}
+        return held[: len(recorded)] == recorded and added <= {NO_RESULT, END_OF_REPLAY}
+
+    def budget_for(self, share: float, counter: CounterSpec = "o200k_base") -> int:
+        """A budget that holds the system prompt and the tool schemas whole and
+        ``share`` of the recorded history's tokens."""
+        count = get_counter(counter)
+        system = [SystemMessage(self.system_prompt)] if self.system_prompt is not None else []
+        fixed = count.count_messages(from_langchain(system)) + tool_schema_tokens(count, self.tools)
+        return fixed + int(share * count.count_messages(from_langchain(self.recorded)))
 
     def run(self, agent: Runnable[Any, Any], config: RunnableConfig) -> dict[str, Any]:
         """Run every user turn through ``agent`` on the thread of ``config``; the final
@@ -188,6 +216,22 @@ class Replay:
         for turn in self.inputs:
             state = await agent.ainvoke({"messages": turn}, config)
         return state
+
+
+def _comparable(messages: Sequence[BaseMessage]) -> list[tuple[Any, ...]]:
+    """What a replay must keep of each message, each block of tool results sorted."""
+    out: list[tuple[Any, ...]] = []
+    block: list[tuple[Any, ...]] = []
+    for m in from_langchain(messages):
+        calls = tuple((c.id, c.name, c.arguments) for c in m.tool_calls)
+        shape = (m.role, m.text, m.tool_call_id, calls)
+        if m.role == "tool":
+            block.append(shape)
+            continue
+        out += sorted(block, key=str)
+        block = []
+        out.append(shape)
+    return out + sorted(block, key=str)
 
 
 def _runs(recorded: Sequence[BaseMessage]) -> Iterator[list[BaseMessage]]:

@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 from langchain.agents import create_agent
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, RemoveMessage
+from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 import ctxfold
-from conftest import example_conversations
+from conftest import example_conversations, shared_conversations
 from langchain_ctx import CompressionMiddleware, from_langchain, summarizer_from
-from langchain_ctx.testing import END_OF_REPLAY, NO_RESULT, ModelCall, Replay
+from langchain_ctx.testing import ModelCall, Replay
 
 pytestmark = pytest.mark.filterwarnings("error::DeprecationWarning")
 
@@ -54,15 +54,6 @@ def _shape(m: ctxfold.Message) -> tuple[Any, ...]:
     return (m.role, m.text, m.tool_call_id, calls)
 
 
-def _assert_complete(state_messages: list[BaseMessage], replay: Replay) -> None:
-    """The state holds every recorded message, in order; after them only what the
-    replay adds: a result for a call the recording left open, and its closing answer."""
-    held = [_shape(m) for m in from_langchain(state_messages)]
-    recorded = [_shape(m) for m in from_langchain(replay.recorded)]
-    assert held[: len(recorded)] == recorded
-    assert {m[1] for m in held[len(recorded) :]} <= {NO_RESULT, END_OF_REPLAY}
-
-
 def _views(calls: list[ModelCall]) -> list[list[tuple[Any, ...]]]:
     """What each call received, the names of rounds aside (they hash the message ids
     the agent's state gives, new in every run)."""
@@ -90,10 +81,10 @@ def test_every_model_call_of_a_long_agent_run_fits_and_the_state_keeps_all(run: 
     assert [c.problems(budget) for c in calls] == [[]] * len(calls)
     assert max(c.tokens() for c in calls) > 0.9 * budget  # the budget is used, not wasted
     assert len(calls[-1].messages) < len(state["messages"])  # ... and compressed
-    _assert_complete(state["messages"], replay)
+    assert replay.holds_all(state["messages"])
     stored = agent.get_state(_config()).values
     assert stored["ctxfold"]["fold"]["round"]  # the compaction is in the checkpoint
-    _assert_complete(stored["messages"], replay)
+    assert replay.holds_all(stored["messages"])
 
 
 def test_between_compactions_each_call_extends_the_last() -> None:
@@ -241,3 +232,45 @@ def test_a_short_conversation_reaches_the_model_unchanged() -> None:
 def test_bad_settings_fail_when_the_middleware_is_made(settings: dict[str, Any]) -> None:
     with pytest.raises(ctxfold.ConfigurationError):
         CompressionMiddleware(**settings)
+
+
+def test_a_replay_answers_a_reused_call_id_with_each_recorded_result() -> None:
+    call = {"id": "c1", "type": "function", "function": {"name": "now", "arguments": "{}"}}
+    recorded = [
+        {"role": "user", "content": "Time?"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "09:00"},
+        {"role": "assistant", "content": "It is 09:00."},
+        {"role": "user", "content": "And now?"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},  # the same id again
+        {"role": "tool", "tool_call_id": "c1", "content": "09:05"},
+        {"role": "assistant", "content": "It is 09:05."},
+    ]
+    replay = Replay.of(recorded)
+    state = replay.run(
+        _agent(replay, CompressionMiddleware(budget=2000), InMemorySaver()), _config()
+    )
+    assert [m.text for m in state["messages"] if m.type == "tool"] == ["09:00", "09:05"]
+    assert replay.holds_all(state["messages"])
+    assert not replay.holds_all(state["messages"][:3] + state["messages"][4:])
+    swapped = [*state["messages"]]
+    swapped[2], swapped[6] = swapped[6], swapped[2]
+    assert not replay.holds_all(swapped)
+
+
+@pytest.mark.full_sweep
+def test_every_shared_conversation_replayed_through_an_agent_stays_valid() -> None:
+    """The issue's target: every shared conversation through ``create_agent`` with the
+    middleware at the system prompt, the tool schemas and 25% of the history: every
+    model call within budget and valid, the final state complete."""
+    checked = 0
+    for name, msgs in shared_conversations():
+        replay = Replay.of(msgs)
+        budget = replay.budget_for(0.25)
+        agent = _agent(replay, CompressionMiddleware(budget=budget), InMemorySaver())
+        state = replay.run(agent, _config(name))
+        problems = [c.problems(budget, strict=replay.strict) for c in replay.model.calls]
+        assert problems == [[]] * len(problems), name
+        assert replay.holds_all(state["messages"]), name
+        checked += 1
+    assert checked
