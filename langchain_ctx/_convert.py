@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from langchain_core.messages import (
@@ -234,3 +234,19 @@ def to_langchain(messages: Iterable[Message | Mapping[str, Any]]) -> list[BaseMe
                 )
             )
     return out
+
+
+class _LangChainFormat:
+    """LangChain messages as a ctxfold message format: every core entry point reads
+    them and gives them back (declared in the ``ctxfold.formats`` entry points)."""
+
+    name = "langchain"
+
+    def read(self, messages: Any) -> list[Message]:
+        return from_langchain(messages)
+
+    def write(self, messages: Sequence[Message]) -> list[Any]:
+        return list(to_langchain(messages))
+
+
+LANGCHAIN = _LangChainFormat()

@@ -159,3 +159,19 @@ def to_llamaindex(messages: Sequence[Message]) -> list[ChatMessage]:
         role = kept.get("role", m.role)
         out.append(ChatMessage(role=role, blocks=blocks, additional_kwargs=kwargs))
     return out
+
+
+class _LlamaIndexFormat:
+    """LlamaIndex chat messages as a ctxfold message format: every core entry point
+    reads them and gives them back (declared in the ``ctxfold.formats`` entry points)."""
+
+    name = "llamaindex"
+
+    def read(self, messages: Any) -> list[Message]:
+        return from_llamaindex(messages)
+
+    def write(self, messages: Sequence[Message]) -> list[Any]:
+        return list(to_llamaindex(messages))
+
+
+LLAMAINDEX = _LlamaIndexFormat()

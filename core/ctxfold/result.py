@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
+from .formats import CTXFOLD, MessageFormat
 from .messages import Message, to_anthropic, to_openai
 
 __all__ = [
@@ -213,6 +214,13 @@ class CompressionResult:
     strategy: str
     warnings: tuple[str, ...] = ()
     round_id: str | None = None
+    given: MessageFormat = field(default=CTXFOLD, compare=False, repr=False)
+
+    def as_given(self) -> list[Any]:
+        """The compressed messages in the kind the input came in: ctxfold messages,
+        OpenAI dicts, or a framework's messages (LangChain's, LlamaIndex's) when its
+        ctxfold extra is installed."""
+        return self.given.write(self.messages)
 
     def to_openai(self) -> list[dict[str, Any]]:
         """The compressed messages as OpenAI chat dicts."""

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import re
 import subprocess
 import sys
 
@@ -19,7 +21,7 @@ from llama_index.core.base.llms.types import ChatMessage as LIChatMessage
 from llama_index.core.base.llms.types import ImageBlock, TextBlock, ToolCallBlock
 
 import ctxfold
-from conftest import example_records, shared_records
+from conftest import example_conversations, example_records, shared_records
 from langchain_ctx import from_langchain, to_langchain
 from llamaindex_ctx import from_llamaindex, to_llamaindex
 
@@ -215,3 +217,64 @@ def test_framework_tools_are_described_for_the_coalesced_rendering():
     # LlamaIndex's description opens with the signature (as it writes it): used as the head
     assert tools[1].startswith("- search(query: ") and "limit: " in tools[1]
     assert tools[1].endswith(": Search the code base.") and len(tools) == 2
+
+
+def test_compress_takes_framework_messages_and_gives_back_their_kind():
+    from langchain_core.messages import BaseMessage
+    from langchain_core.prompts import ChatPromptTemplate
+    from llama_index.core.llms import ChatMessage
+
+    from langchain_ctx import compress_messages
+
+    _, msgs = next((n, m) for n, m in example_conversations() if "sqlfluff" in n)
+    budget = ctxfold.TiktokenCounter().count_messages(msgs) // 4
+    core = ctxfold.compress(msgs, budget=budget)
+    assert core.as_given() == list(core.messages)
+    assert ctxfold.compress(ctxfold.to_openai(msgs), budget=budget).as_given() == core.to_openai()
+
+    def shown(result):  # round names hash the metadata, which LangChain's adds to
+        return [(m.role, re.sub(r"round \w+", "", m.text)) for m in result.messages]
+
+    lc = ctxfold.compress(to_langchain(msgs), budget=budget)
+    assert shown(lc) == shown(core)
+    given = lc.as_given()
+    assert all(isinstance(m, BaseMessage) for m in given)
+    assert given == compress_messages(to_langchain(msgs), budget=budget)
+
+    li = ctxfold.compress(to_llamaindex(msgs), budget=budget)
+    assert shown(li) == shown(core)
+    assert all(isinstance(m, ChatMessage) for m in li.as_given())
+
+    prompt = ChatPromptTemplate.from_messages([("system", "Be brief."), ("human", "{q}")])
+    value = prompt.invoke({"q": "Hello?"})
+    assert [m.content for m in ctxfold.compress(value, budget=1000).as_given()] == [
+        "Be brief.",
+        "Hello?",
+    ]
+
+
+def test_async_compress_and_a_session_give_back_the_kind_given():
+    from langchain_core.messages import BaseMessage
+
+    _, msgs = next((n, m) for n, m in example_conversations() if "sqlfluff" in n)
+    lc = to_langchain(msgs)
+    budget = ctxfold.TiktokenCounter().count_messages(msgs) // 4
+    compressor = ctxfold.AutoCompressor()
+    done = asyncio.run(compressor.acompress(iter(lc), budget=budget))
+    assert done.as_given() == compressor.compress(lc, budget=budget).as_given()
+    session = ctxfold.Session(budget=budget, store=ctxfold.MemoryStore())
+    session.add(lc)
+    assert all(isinstance(m, BaseMessage) for m in session.render().as_given())
+
+
+def test_plain_messages_import_no_framework_and_langchain_needs_no_wrapper_import():
+    code = (
+        "import sys, ctxfold\n"
+        "r = ctxfold.compress([{'role': 'user', 'content': 'hi'}], budget=100)\n"
+        "assert not {'langchain_core', 'llama_index'} & set(sys.modules), 'imported'\n"
+        "from langchain_core.messages import HumanMessage\n"
+        "r = ctxfold.compress([HumanMessage('hi')], budget=100)\n"
+        "print(type(r.as_given()[0]).__name__, 'llama_index' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.stdout.split() == ["HumanMessage", "False"], done.stderr

@@ -28,7 +28,8 @@ from ..exceptions import (
     CorruptRecordError,
     SessionNotFoundError,
 )
-from ..messages import Message, as_messages
+from ..formats import CTXFOLD, MessageFormat, read_messages
+from ..messages import Message
 from ..result import CompressionResult, CompressionStats, Decision
 from ..reversible.expand import expand
 from ..reversible.rounds import RoundSettings
@@ -239,6 +240,7 @@ class Session:
         self._prepared = 0  # messages the strategy has worked ahead on
         self._prepared_round: str | None = None  # ...and the compaction whose prefix
         self._words: Counter[str] = Counter()  # messages of the history with each word
+        self._given: MessageFormat = CTXFOLD  # the kind of messages added last
 
     def _extend(self, messages: list[Message]) -> None:
         count = self.counter.count_message
@@ -275,15 +277,18 @@ class Session:
             return tuple(self._history)
 
     def add(self, messages: Iterable[MessageLike] | MessageLike) -> None:
-        """Append messages (OpenAI dicts or :class:`ctxfold.Message`) to the history;
-        they are stored before this returns."""
+        """Append messages (OpenAI dicts, :class:`ctxfold.Message`, or a list of a
+        framework's messages when its ctxfold extra is installed) to the history; they
+        are stored before this returns. A render gives back the kind added last
+        (:meth:`CompressionResult.as_given`)."""
         one = isinstance(messages, (Mapping, Message))
-        msgs = as_messages([messages] if one else messages)  # type: ignore[list-item,arg-type]
+        msgs, given = read_messages([messages] if one else messages)
         if not msgs:
             return
         with self._lock:
             self._log.append(msgs)
             self._extend(msgs)
+            self._given = given
 
     def render(self, budget: int | None = None) -> CompressionResult:
         """The history as the model should see it now, in at most ``budget`` tokens
@@ -439,4 +444,5 @@ class Session:
             trace=tuple(self._trace),
             strategy=self.strategy.name,
             round_id=fold.round_id if fold else None,
+            given=self._given,
         )

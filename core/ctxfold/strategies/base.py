@@ -15,13 +15,14 @@ import asyncio
 import logging
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, ClassVar, TypedDict
 
 from ..contract import Compaction, Conversation, CounterSpec, MessageLike, Overflow
 from ..exceptions import BudgetError, ConfigurationError, ExpandError
+from ..formats import read_messages
 from ..hooks import emit
-from ..messages import ROLES, Message, as_messages
+from ..messages import ROLES, Message
 from ..models.usage import run_usage
 from ..result import (
     SYSTEM_ROLES,
@@ -371,7 +372,7 @@ class BaseCompressor(ABC):
         runs its steps with ``False`` and makes the whole reversible once).
         """
         started = time.perf_counter()
-        msgs = as_messages(messages)
+        msgs, given = read_messages(messages)
         budget = check_budget(budget)
         cnt = get_counter(counter)
         grouping = group_units(msgs)
@@ -420,6 +421,7 @@ class BaseCompressor(ABC):
             strategy=self.name,
             warnings=grouping.warnings(),
             round_id=round_id,
+            given=given,
         )
         _log(result)
         emit("compaction_completed", result=result)
@@ -434,9 +436,10 @@ class BaseCompressor(ABC):
         reversible: bool | None = None,
     ) -> CompressionResult:
         """Async :meth:`compress` (run in a worker thread); same result."""
-        msgs = as_messages(messages)
+        if isinstance(messages, Iterator):
+            messages = list(messages)  # consumed here, not in the worker thread
         return await asyncio.to_thread(
-            self.compress, msgs, budget=budget, counter=counter, reversible=reversible
+            self.compress, messages, budget=budget, counter=counter, reversible=reversible
         )
 
     @abstractmethod
