@@ -30,13 +30,18 @@ def chat_anthropic():
     return anthropic.ChatAnthropic(model="claude-sonnet-4-5", api_key="sk-offline-test")
 
 
+def chat_openai():
+    openai = pytest.importorskip("langchain_openai", reason="the dev extra installs it")
+    return openai.ChatOpenAI(model="gpt-4o", api_key="sk-offline-test")
+
+
 def conversations():
     return examples_and_shared()
 
 
 @pytest.mark.parametrize("strategy", sorted(STRATEGIES))
-def test_chat_anthropic_accepts_every_compressed_history(strategy):
-    model = chat_anthropic()
+def test_chat_anthropic_and_chat_openai_accept_every_compressed_history(strategy):
+    model, openai_model = chat_anthropic(), chat_openai()
     compressor = ctxfold.strategies.resolve_strategy(strategy, **STRATEGIES[strategy])
     checked = 0
     for _, msgs in conversations():
@@ -52,6 +57,7 @@ def test_chat_anthropic_accepts_every_compressed_history(strategy):
             # raises ValueError("Received multiple non-consecutive system messages.") for
             # a note placed after a user turn
             model._get_request_payload(to_langchain(result.messages))
+            openai_model._get_request_payload(to_langchain(result.messages))
             if not ctxfold.validity.turn_order_problems(msgs):
                 assert not ctxfold.validity.turn_order_problems(list(result.messages))
             checked += 1

@@ -274,3 +274,28 @@ def test_every_shared_conversation_replayed_through_an_agent_stays_valid() -> No
         assert replay.holds_all(state["messages"]), name
         checked += 1
     assert checked
+
+
+@pytest.mark.parametrize("system", [True, False], ids=["system_prompt", "no_system_prompt"])
+def test_every_call_is_a_request_chat_anthropic_and_chat_openai_build(system: bool) -> None:
+    """Offline: each client builds its request payload from what the model received
+    (ChatAnthropic refuses a system message after a turn, and both refuse a tool
+    result without its call); nothing is sent."""
+    anthropic = pytest.importorskip("langchain_anthropic")
+    openai = pytest.importorskip("langchain_openai")
+    clients = [
+        anthropic.ChatAnthropic(model="claude-sonnet-4-5", api_key="sk-offline-test"),
+        openai.ChatOpenAI(model="gpt-4o", api_key="sk-offline-test"),
+    ]
+    for conv in ("airline", "sqlfluff"):
+        msgs = _trajectory(conv)
+        replay = Replay.of(msgs if system else msgs[1:])
+        budget = replay.budget_for(0.25)
+        agent = _agent(replay, CompressionMiddleware(budget=budget), InMemorySaver())
+        replay.run(agent, _config())
+        assert (replay.system_prompt is not None) == system
+        for call in replay.model.calls:
+            assert call.problems(budget) == []
+            for client in clients:
+                payload = client._get_request_payload(call.messages, tools=call.tools)
+                assert payload["messages"]
