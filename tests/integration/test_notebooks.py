@@ -1,0 +1,28 @@
+"""The notebooks run top to bottom as committed, offline (no API key, no network)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat", reason="the dev extra installs it")
+nbclient = pytest.importorskip("nbclient", reason="the dev extra installs it")
+
+NOTEBOOKS = sorted((Path(__file__).resolve().parents[2] / "notebooks").glob("*.ipynb"))
+
+
+def test_there_are_notebooks() -> None:
+    assert NOTEBOOKS
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_a_notebook_runs(path: Path) -> None:
+    notebook = nbformat.read(path, as_version=4)
+    client = nbclient.NotebookClient(
+        notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": path.parent}}
+    )
+    client.execute()  # raises CellExecutionError, naming the cell, on any error
+    outputs = [o for c in notebook.cells if c.cell_type == "code" for o in c.outputs]
+    assert not [o for o in outputs if o.get("output_type") == "error"]
+    assert "every call valid: True" in "".join(o.get("text", "") for o in outputs)
