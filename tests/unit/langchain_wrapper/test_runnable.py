@@ -12,7 +12,7 @@ from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
 from langchain_core.runnables import RunnableLambda
 
 import ctxfold
-from conftest import example_records
+from conftest import example_records, shared_conversations
 from ctxfold.testing import check_tool_integrity
 from ctxfold.validity import turn_order_problems
 from langchain_ctx import compress_messages, from_langchain, to_langchain
@@ -99,3 +99,22 @@ def test_what_cannot_fit_is_a_budget_error() -> None:
     history = [SystemMessage("Follow the policy. " * 200), HumanMessage("hi")]
     with pytest.raises(ctxfold.BudgetError):
         compress_messages(budget=50).invoke(history)
+
+
+@pytest.mark.full_sweep
+def test_on_the_shared_data_it_equals_the_core() -> None:
+    """The wrapper adds no logic: its output is the core's on the same messages, and
+    the core given the LangChain messages themselves gives them back alike."""
+    for name, msgs in shared_conversations():
+        history = to_langchain(msgs)
+        budget = _tokens(history) // 4
+        try:
+            core = ctxfold.compress(from_langchain(history), budget=budget)
+        except ctxfold.BudgetError:
+            with pytest.raises(ctxfold.BudgetError):
+                compress_messages(history, budget=budget)
+            continue
+        out = compress_messages(history, budget=budget)
+        assert out == to_langchain(core.messages), name
+        assert out == ctxfold.compress(history, budget=budget).as_given(), name
+        assert _tokens(out) <= budget, name
