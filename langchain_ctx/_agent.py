@@ -18,9 +18,9 @@ from langchain.agents.middleware.types import (
 from langchain_core.messages import AIMessage, AnyMessage
 from langchain_core.tools import BaseTool
 from langgraph.types import Command
-from typing_extensions import NotRequired
+from typing_extensions import NotRequired, Unpack
 
-from ctxfold.contract import CounterSpec
+from ctxfold.session import CompactionOptions
 
 from ._models import tool_schema_tokens
 from ._threads import STATE_KEY, ThreadViews, View, thread_of
@@ -65,26 +65,10 @@ class CompressionMiddleware(AgentMiddleware[CompressionState, Any, Any]):
     state_schema = CompressionState
 
     def __init__(
-        self,
-        budget: int,
-        *,
-        strategy: Any = "auto",
-        counter: CounterSpec = "o200k_base",
-        cache_stable: bool = True,
-        low_water: float | None = None,
-        high_water: float = 1.0,
-        max_threads: int = 256,
+        self, budget: int, *, max_threads: int = 256, **options: Unpack[CompactionOptions]
     ) -> None:
         super().__init__()
-        self.views = ThreadViews(
-            budget=budget,
-            strategy=strategy,
-            counter=counter,
-            cache_stable=cache_stable,
-            low_water=low_water,
-            high_water=high_water,
-            max_threads=max_threads,
-        )
+        self.views = ThreadViews(budget, max_threads, options)
         self._schemas: dict[tuple[int, ...], tuple[Sequence[Any], int]] = {}
 
     @property

@@ -10,9 +10,10 @@ from typing import Any
 from langchain_core.messages import SystemMessage
 from langchain_core.runnables import Runnable, RunnableLambda
 from langchain_core.tools import BaseTool
+from typing_extensions import Unpack
 
-from ctxfold.contract import CounterSpec
 from ctxfold.exceptions import ConfigurationError
+from ctxfold.session import CompactionOptions
 
 from ._convert import as_langchain_messages
 from ._models import tool_schema_tokens
@@ -27,16 +28,12 @@ VIEW_KEY = "llm_input_messages"
 def pre_model_hook(
     budget: int,
     *,
-    strategy: Any = "auto",
-    counter: CounterSpec = "o200k_base",
     messages_key: str = "messages",
     state_key: str | None = None,
     system_prompt: str | SystemMessage | None = None,
     tools: Sequence[BaseTool | dict[str, Any]] = (),
-    cache_stable: bool = True,
-    low_water: float | None = None,
-    high_water: float = 1.0,
     max_threads: int = 256,
+    **options: Unpack[CompactionOptions],
 ) -> Runnable[Mapping[str, Any], dict[str, Any]]:
     """A graph node that puts the state's history, compressed to ``budget`` tokens,
     under ``"llm_input_messages"`` and leaves ``messages`` whole::
@@ -59,15 +56,7 @@ def pre_model_hook(
         raise ConfigurationError(f"messages_key must be a state key, got {messages_key!r}")
     if state_key is not None and (not isinstance(state_key, str) or not state_key):
         raise ConfigurationError(f"state_key must be a state key or None, got {state_key!r}")
-    views = ThreadViews(
-        budget=budget,
-        strategy=strategy,
-        counter=counter,
-        cache_stable=cache_stable,
-        low_water=low_water,
-        high_water=high_water,
-        max_threads=max_threads,
-    )
+    views = ThreadViews(budget, max_threads, options)
     if isinstance(system_prompt, str):
         system_prompt = SystemMessage(system_prompt)
     fixed = views.fixed_tokens(system_prompt, tool_schema_tokens(views.counter, tools))

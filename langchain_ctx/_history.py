@@ -6,14 +6,13 @@ import asyncio
 import threading
 import warnings
 from collections.abc import Sequence
-from typing import Any
 
 from langchain_core._api import LangChainDeprecationWarning
 from langchain_core.chat_history import BaseChatMessageHistory, InMemoryChatMessageHistory
 from langchain_core.messages import BaseMessage
+from typing_extensions import Unpack
 
-from ctxfold.contract import CounterSpec
-from ctxfold.session import Session
+from ctxfold.session import CompactionOptions, Session
 from ctxfold.storage import VerbatimStore
 
 from ._convert import from_langchain, to_langchain
@@ -52,25 +51,12 @@ class CompressedChatMessageHistory(BaseChatMessageHistory):
         history: BaseChatMessageHistory | None = None,
         *,
         budget: int,
-        strategy: Any = "auto",
-        counter: CounterSpec = "o200k_base",
         session_id: str | None = None,
         store: VerbatimStore | str | None = None,
-        cache_stable: bool = True,
-        low_water: float | None = None,
-        high_water: float = 1.0,
+        **options: Unpack[CompactionOptions],
     ) -> None:
         self.history = _in_memory() if history is None else history
-        self.session = Session(
-            session_id,
-            budget=budget,
-            strategy=strategy,
-            counter=counter,
-            store=store,
-            cache_stable=cache_stable,
-            low_water=low_water,
-            high_water=high_water,
-        )
+        self.session = Session(session_id, budget=budget, store=store, **options)
         self._lock = threading.Lock()
         self._seen: int | None = None  # wrapped messages the session holds (None: unknown)
         self._last: BaseMessage | None = None  # the last of them

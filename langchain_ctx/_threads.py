@@ -20,10 +20,9 @@ from typing import Any
 from langchain_core.messages import BaseMessage, SystemMessage
 from langgraph.config import get_config
 
-from ctxfold.contract import CounterSpec
 from ctxfold.exceptions import BudgetError, ConfigurationError, CorruptRecordError
 from ctxfold.result import CompressionResult
-from ctxfold.session import Session
+from ctxfold.session import CompactionOptions, Session
 
 from ._convert import from_langchain, to_langchain
 
@@ -91,36 +90,17 @@ class ThreadViews:
     """Render each thread's history within ``budget`` tokens (system prompt and tool
     schemas included), keeping the sessions of the ``max_threads`` threads used last."""
 
-    def __init__(
-        self,
-        *,
-        budget: int,
-        strategy: Any,
-        counter: CounterSpec,
-        cache_stable: bool,
-        low_water: float | None,
-        high_water: float,
-        max_threads: int,
-    ) -> None:
+    def __init__(self, budget: int, max_threads: int, options: CompactionOptions) -> None:
         if isinstance(max_threads, bool) or not isinstance(max_threads, int) or max_threads < 1:
             raise ConfigurationError(f"max_threads must be an int >= 1, got {max_threads!r}")
-        template = Session(  # checks every setting, once
-            budget=budget,
-            strategy=strategy,
-            counter=counter,
-            cache_stable=cache_stable,
-            low_water=low_water,
-            high_water=high_water,
-        )
+        template = Session(budget=budget, **options)  # checks every setting, once
         self.budget: int = budget
         self.counter = template.counter
         self._settings: dict[str, Any] = {
+            **options,
             "budget": budget,
             "strategy": template.strategy,
             "counter": template.counter,
-            "cache_stable": cache_stable,
-            "low_water": low_water,
-            "high_water": high_water,
         }
         self.max_threads = max_threads
         self._threads: OrderedDict[Hashable, _Thread] = OrderedDict()

@@ -3,6 +3,6 @@ to what is new, with a prefix a provider's prompt cache can keep (:class:`Sessio
 :mod:`.log` is the session's append-only record in a store, :mod:`.fold` one
 compaction."""
 
-from .session import Session
+from .session import CompactionOptions, Session
 
-__all__ = ["Session"]
+__all__ = ["CompactionOptions", "Session"]

@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from itertools import accumulate
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypedDict
 
 from .._state import default
 from ..contract import CounterSpec, MessageLike, Prepares, Strategy, WordCounts
@@ -42,7 +42,7 @@ from ..tokens import TokenCounter, get_counter
 from .fold import compact, open_start
 from .log import Fold, SessionLog
 
-__all__ = ["Session"]
+__all__ = ["CompactionOptions", "Session"]
 
 _STEP = "session"
 _RECORD_VERSION = 1  # of the record :attr:`Session.compaction` gives
@@ -89,6 +89,17 @@ def _check_strategy(strategy: Any) -> Strategy:
             "use a built-in strategy name such as 'auto' or a BaseCompressor subclass"
         )
     return compressor
+
+
+class CompactionOptions(TypedDict, total=False):
+    """How a session compacts: the settings of :class:`Session` besides its id, budget
+    and store (for the wrappers that keep one session per conversation)."""
+
+    strategy: Any
+    counter: CounterSpec
+    cache_stable: bool
+    low_water: float | None
+    high_water: float
 
 
 class Session:
