@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import threading
 import warnings
 from collections.abc import Sequence
 
@@ -12,7 +11,7 @@ from langchain_core.chat_history import BaseChatMessageHistory, InMemoryChatMess
 from langchain_core.messages import BaseMessage
 from typing_extensions import Unpack
 
-from ctxfold.session import CompactionOptions, Session
+from ctxfold.session import CompactionOptions, Follower, Session
 from ctxfold.storage import VerbatimStore
 
 from ._convert import from_langchain, to_langchain
@@ -57,10 +56,7 @@ class CompressedChatMessageHistory(BaseChatMessageHistory):
     ) -> None:
         self.history = _in_memory() if history is None else history
         self.session = Session(session_id, budget=budget, store=store, **options)
-        self._lock = threading.Lock()
-        self._seen: int | None = None  # wrapped messages the session holds (None: unknown)
-        self._last: BaseMessage | None = None  # the last of them
-        self._view: list[BaseMessage] | None = []  # None: to be rendered
+        self._follower = Follower(self.session, from_langchain)
 
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
@@ -83,47 +79,12 @@ class CompressedChatMessageHistory(BaseChatMessageHistory):
     def clear(self) -> None:
         """Clear the wrapped history and start the session over."""
         self.history.clear()
-        self._start_over()
+        self._follower.clear()
 
     async def aclear(self) -> None:
         """:meth:`clear` with the wrapped history's async method."""
         await self.history.aclear()
-        await asyncio.to_thread(self._start_over)
-
-    def _start_over(self) -> None:
-        with self._lock:
-            self._restart()
-
-    def _restart(self) -> None:
-        self.session.clear()
-        self._seen, self._last, self._view = 0, None, []
+        await asyncio.to_thread(self._follower.clear)
 
     def _view_of(self, wrapped: list[BaseMessage]) -> list[BaseMessage]:
-        with self._lock:
-            if self._seen is None:  # first read: take up what the store holds, if it fits
-                self._resume(wrapped)
-            seen, n = self._seen or 0, len(wrapped)
-            last = wrapped[-1] if wrapped else None
-            if self._view is not None and n == seen and last == self._last:
-                return list(self._view)  # unchanged since the last read
-            if n < seen or (seen and wrapped[seen - 1] != self._last):
-                self._restart()  # cleared or edited behind our back: read it all again
-                seen = 0
-            self.session.add(from_langchain(wrapped[seen:]))
-            self._seen, self._last = n, last
-            self._view = to_langchain(self.session.render().messages) if n else []
-            return list(self._view)
-
-    def _resume(self, wrapped: list[BaseMessage]) -> None:
-        """Take up a session its store already holds when the wrapped history begins
-        with what it holds; else start it over. The view is rendered on the read."""
-        held = self.session.history
-        k = len(held)
-        if not k:
-            self._seen = 0
-        elif k <= len(wrapped) and [m.fingerprint for m in from_langchain(wrapped[:k])] == [
-            m.fingerprint for m in held
-        ]:
-            self._seen, self._last, self._view = k, wrapped[k - 1], None
-        else:
-            self._restart()
+        return to_langchain(self._follower.render(wrapped).messages)

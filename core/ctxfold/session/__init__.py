@@ -1,8 +1,9 @@
 """Sessions: one growing conversation compressed turn after turn, in time proportional
 to what is new, with a prefix a provider's prompt cache can keep (:class:`Session`).
 :mod:`.log` is the session's append-only record in a store, :mod:`.fold` one
-compaction."""
+compaction, :mod:`.follow` a session that follows a message list kept elsewhere."""
 
+from .follow import Follower
 from .session import CompactionOptions, Session
 
-__all__ = ["CompactionOptions", "Session"]
+__all__ = ["CompactionOptions", "Follower", "Session"]

@@ -485,3 +485,25 @@ def test_every_render_keeps_strict_turn_order_at_any_budget(share: float) -> Non
         if m.role == "assistant":
             assert turn_order_problems(list(session.render().messages)) == []
         session.add(m)
+
+
+def test_a_follower_adds_what_is_new_and_starts_over_on_an_edit() -> None:
+    from ctxfold.session import Follower
+
+    _, msgs = example_conversations()[-1]
+    dicts = ctxfold.to_openai(msgs)
+    reads: list[int] = []
+
+    def convert(items: list[dict[str, object]]) -> list[Message]:
+        reads.append(len(items))
+        return ctxfold.from_openai(items)
+
+    follower = Follower(Session(budget=2000, store=MemoryStore()), convert)
+    first = follower.render(dicts[:20])
+    assert follower.render(dicts[:20]) is first  # unchanged: not rendered again
+    assert follower.render(dicts[:20], 1500) is not first
+    follower.render(dicts[:26])
+    assert reads == [20, 6]  # only what was new
+    edited = [*dicts[:5], {"role": "user", "content": "Start again."}]
+    assert follower.render(edited).messages[-1].text == "Start again."
+    assert len(follower.session.history) == 6 and reads[-1] == 6
