@@ -1,5 +1,6 @@
-"""ctxfold for LlamaIndex: conversion between LlamaIndex chat messages and ctxfold's,
-and the expand tool.
+"""ctxfold for LlamaIndex: ``CompressedChatMemory`` (a chat memory whose view is
+compressed), conversion between LlamaIndex chat messages and ctxfold's, and the expand
+tool.
 
 Needs ``pip install 'ctxfold[llamaindex]'``. No compression logic lives here: the
 wrapper converts, delegates to :mod:`ctxfold`, and converts back.
@@ -15,6 +16,7 @@ except ImportError:  # pragma: no cover - exercised without the extra installed
     raise MissingDependencyError("llamaindex_ctx", "llama-index-core", "llamaindex") from None
 
 from ._convert import from_llamaindex, to_llamaindex
+from ._memory import CompressedChatMemory
 from ._tools import expand_tool
 
-__all__ = ["expand_tool", "from_llamaindex", "to_llamaindex"]
+__all__ = ["CompressedChatMemory", "expand_tool", "from_llamaindex", "to_llamaindex"]

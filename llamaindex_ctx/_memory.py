@@ -1,0 +1,182 @@
+"""``CompressedChatMemory``: a LlamaIndex chat memory that keeps the whole history in a
+chat store and gives the model its compressed view."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from llama_index.core.base.llms.types import ChatMessage
+from llama_index.core.memory import BaseMemory
+from llama_index.core.storage.chat_store import BaseChatStore, SimpleChatStore
+from pydantic import ConfigDict, Field, PrivateAttr, SerializeAsAny
+
+from ctxfold import BudgetError, Message
+from ctxfold.session import Follower, Session
+
+from ._convert import from_llamaindex, to_llamaindex
+
+__all__ = ["CompressedChatMemory"]
+
+DEFAULT_KEY = "chat_history"
+
+
+class CompressedChatMemory(BaseMemory):
+    """The whole history in ``chat_store`` (a ``SimpleChatStore`` by default, or any
+    store you have), and a :class:`ctxfold.Session` that renders it within
+    ``token_limit`` tokens: :meth:`get` gives the model the compressed view, a tool
+    call never apart from its results, a message longer than the limit shortened
+    (never an empty history), and between compactions each view is the last one plus
+    what is new. Tool-call and non-text blocks are counted.
+
+    ``strategy``, ``counter``, ``cache_stable``, ``low_water`` and ``high_water`` are
+    those of :class:`ctxfold.Session`, checked when the memory is made; ``session_id``
+    and ``store`` name where the session keeps its compactions (a persistent store and
+    the same id let a new process take up where the last one stopped).
+
+    Works as ``memory=`` of ``SimpleChatEngine``, ``CondensePlusContextChatEngine``,
+    ``FunctionAgent`` and ``AgentWorkflow``.
+    """
+
+    model_config = ConfigDict(extra="forbid")  # a misspelt setting is an error
+
+    chat_store: SerializeAsAny[BaseChatStore] = Field(default_factory=SimpleChatStore)
+    chat_store_key: str = DEFAULT_KEY
+    token_limit: int = 3000
+    strategy: Any = "auto"
+    counter: Any = "o200k_base"
+    cache_stable: bool = True
+    low_water: float | None = None
+    high_water: float = 1.0
+    session_id: str | None = None
+    store: Any = Field(default=None, exclude=True)
+    _follower: Follower[ChatMessage] = PrivateAttr()
+
+    def __init__(self, **data: Any) -> None:
+        """Fields as above; every setting is checked here, not at first use (a bad one
+        raises :class:`ctxfold.ConfigurationError`)."""
+        super().__init__(**data)
+        session = Session(
+            self.session_id,
+            budget=self.token_limit,
+            strategy=self.strategy,
+            counter=self.counter,
+            store=self.store,
+            cache_stable=self.cache_stable,
+            low_water=self.low_water,
+            high_water=self.high_water,
+        )
+        self._follower = Follower(session, from_llamaindex)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "CompressedChatMemory"
+
+    @classmethod
+    def from_defaults(
+        cls,
+        chat_history: list[ChatMessage] | None = None,
+        llm: Any = None,
+        chat_store: BaseChatStore | None = None,
+        chat_store_key: str = DEFAULT_KEY,
+        token_limit: int | None = None,
+        **options: Any,
+    ) -> CompressedChatMemory:
+        """As LlamaIndex's own memories: ``token_limit`` defaults to three quarters of
+        ``llm``'s context window (3000 without one); ``options`` are the memory's
+        other settings."""
+        if token_limit is None:
+            window = getattr(getattr(llm, "metadata", None), "context_window", None)
+            token_limit = int(window * 0.75) if isinstance(window, int) else 3000
+        memory = cls(
+            chat_store=chat_store or SimpleChatStore(),
+            chat_store_key=chat_store_key,
+            token_limit=token_limit,
+            **options,
+        )
+        if chat_history:
+            memory.set(chat_history)
+        return memory
+
+    @property
+    def session(self) -> Session:
+        """The session that renders the history (its store keeps the originals)."""
+        return self._follower.session
+
+    def tokenizer_fn(self, text: str) -> list[int]:
+        """Tokens of ``text`` by the memory's counter (a chat engine counts its system
+        prompt with it and passes the count to :meth:`get`)."""
+        return [0] * self.session.counter.count_text(text)
+
+    def get(
+        self, input: str | None = None, initial_token_count: int = 0, **kwargs: Any
+    ) -> list[ChatMessage]:
+        """The history compressed to ``token_limit - initial_token_count`` tokens (the
+        system prompt a chat engine sends beside it is ``initial_token_count``, its
+        message framing reserved too). ``input`` is the current question. Raises
+        :class:`ctxfold.BudgetError` when nothing is left for the history."""
+        return self._view(self.chat_store.get_messages(self.chat_store_key), initial_token_count)
+
+    async def aget(
+        self, input: str | None = None, initial_token_count: int = 0, **kwargs: Any
+    ) -> list[ChatMessage]:
+        """:meth:`get`, the store read with its async method."""
+        stored = await self.chat_store.aget_messages(self.chat_store_key)
+        return await asyncio.to_thread(self._view, stored, initial_token_count)
+
+    def _view(self, stored: list[ChatMessage], initial_token_count: int) -> list[ChatMessage]:
+        room = self.token_limit - initial_token_count
+        if initial_token_count:
+            room -= self.session.counter.count_message(Message("system", ""))
+        if room <= 0:
+            raise BudgetError(
+                f"the {initial_token_count} tokens sent beside the history leave none of "
+                f"the memory's token_limit of {self.token_limit}: raise token_limit",
+                required=initial_token_count + 1,
+                budget=self.token_limit,
+            )
+        return to_llamaindex(self._follower.render(stored, room).messages)
+
+    def get_all(self) -> list[ChatMessage]:
+        """Every stored message, uncompressed."""
+        return list(self.chat_store.get_messages(self.chat_store_key))
+
+    async def aget_all(self) -> list[ChatMessage]:
+        """:meth:`get_all` with the store's async method."""
+        return list(await self.chat_store.aget_messages(self.chat_store_key))
+
+    def put(self, message: ChatMessage) -> None:
+        """Store ``message`` as it is."""
+        self.chat_store.add_message(self.chat_store_key, message)
+
+    async def aput(self, message: ChatMessage) -> None:
+        """:meth:`put` with the store's async method."""
+        await self.chat_store.async_add_message(self.chat_store_key, message)
+
+    def put_messages(self, messages: list[ChatMessage]) -> None:
+        """Store ``messages`` as they are."""
+        for m in messages:
+            self.put(m)
+
+    async def aput_messages(self, messages: list[ChatMessage]) -> None:
+        """:meth:`put_messages` with the store's async method."""
+        for m in messages:
+            await self.aput(m)
+
+    def set(self, messages: list[ChatMessage]) -> None:
+        """Replace the stored history with ``messages`` (the session follows)."""
+        self.chat_store.set_messages(self.chat_store_key, list(messages))
+
+    async def aset(self, messages: list[ChatMessage]) -> None:
+        """:meth:`set` with the store's async method."""
+        await self.chat_store.aset_messages(self.chat_store_key, list(messages))
+
+    def reset(self) -> None:
+        """Delete the stored history and start the session over."""
+        self.chat_store.delete_messages(self.chat_store_key)
+        self._follower.clear()
+
+    async def areset(self) -> None:
+        """:meth:`reset` with the store's async method."""
+        await self.chat_store.adelete_messages(self.chat_store_key)
+        await asyncio.to_thread(self._follower.clear)

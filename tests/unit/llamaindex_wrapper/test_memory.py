@@ -1,0 +1,213 @@
+"""CompressedChatMemory: LlamaIndex chat engines and agents get the compressed history,
+the chat store keeps every message."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from llama_index.core import VectorStoreIndex
+from llama_index.core.agent.workflow import FunctionAgent
+from llama_index.core.base.llms.types import (
+    ChatMessage,
+    ChatResponse,
+    CompletionResponse,
+    LLMMetadata,
+    MessageRole,
+    ToolCallBlock,
+)
+from llama_index.core.chat_engine import CondensePlusContextChatEngine, SimpleChatEngine
+from llama_index.core.embeddings import MockEmbedding
+from llama_index.core.llms import CustomLLM
+from llama_index.core.llms.mock import MockFunctionCallingLLM
+from llama_index.core.schema import TextNode
+from llama_index.core.storage.chat_store import SimpleChatStore
+from llama_index.core.tools import FunctionTool
+from pydantic import Field
+
+import ctxfold
+from conftest import example_conversations, examples_and_shared
+from ctxfold.storage import MemoryStore
+from ctxfold.validity import tool_pairing_problems, turn_order_problems
+from llamaindex_ctx import CompressedChatMemory, from_llamaindex, to_llamaindex
+
+COUNTER = ctxfold.TiktokenCounter()
+
+# LlamaIndex's agent workflows read pydantic fields the deprecated way when built.
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::pydantic.warnings.PydanticDeprecatedSince20"),
+    pytest.mark.filterwarnings("ignore::pydantic.warnings.PydanticDeprecatedSince211"),
+]
+
+
+class RecordingLLM(CustomLLM):
+    """A chat model that answers from a script and records what it was sent."""
+
+    answers: list[str] = Field(default_factory=list)
+    seen: list[list[ChatMessage]] = Field(default_factory=list)
+
+    @property
+    def metadata(self) -> LLMMetadata:
+        return LLMMetadata(is_chat_model=True, context_window=8000)
+
+    def chat(self, messages: Any, **kwargs: Any) -> ChatResponse:
+        self.seen.append(list(messages))
+        answer = self.answers[len(self.seen) - 1] if len(self.seen) <= len(self.answers) else "Ok."
+        return ChatResponse(message=ChatMessage(role="assistant", content=answer))
+
+    async def achat(self, messages: Any, **kwargs: Any) -> ChatResponse:
+        return self.chat(messages, **kwargs)
+
+    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+        return CompletionResponse(text=prompt)
+
+    def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> Any:
+        yield CompletionResponse(text=prompt, delta=prompt)
+
+
+def _turn(k: int) -> tuple[str, str]:
+    question = f"Day {k}: what did we decide about release {k}.0 and ticket OPS-{100 + k}?"
+    answer = (
+        f"For release {k}.0 we ship on day {k + 3}; ticket OPS-{100 + k} moves to Priya, "
+        f"and the config lives in deploy/release_{k}.yaml. " * 3
+    )
+    return question, answer
+
+
+def _tokens(messages: list[ChatMessage]) -> int:
+    return COUNTER.count_messages(from_llamaindex(messages))
+
+
+def test_a_simple_chat_engine_of_30_turns_sends_at_most_the_limit() -> None:
+    limit = 800
+    llm = RecordingLLM(answers=[_turn(k)[1] for k in range(30)])
+    memory = CompressedChatMemory.from_defaults(token_limit=limit, store=MemoryStore())
+    system = "You keep the release log of the team."
+    engine = SimpleChatEngine.from_defaults(llm=llm, memory=memory, system_prompt=system)
+    for k in range(30):
+        engine.chat(_turn(k)[0])
+    assert len(llm.seen) == 30
+    assert max(_tokens(sent) for sent in llm.seen) <= limit
+    assert max(_tokens(sent) for sent in llm.seen) > 0.6 * limit
+    for sent in llm.seen:
+        assert sent[0].role == MessageRole.SYSTEM and sent[0].content == system
+        assert sent[-1].content.startswith("Day ")  # the question is there, last
+        assert turn_order_problems(from_llamaindex(sent)) == []
+    assert len(memory.get_all()) == 60  # the store keeps every message
+    assert len(llm.seen[-1]) < 20
+
+
+def test_a_condense_plus_context_engine_reads_the_memory_with_the_question() -> None:
+    nodes = [TextNode(text=f"Release {k}.0 ships on day {k + 3}.") for k in range(5)]
+    index = VectorStoreIndex(nodes, embed_model=MockEmbedding(embed_dim=8))
+    llm = RecordingLLM(answers=[_turn(k)[1] for k in range(12)])
+    memory = CompressedChatMemory(token_limit=600, store=MemoryStore())
+    engine = CondensePlusContextChatEngine.from_defaults(
+        retriever=index.as_retriever(similarity_top_k=2),
+        llm=llm,
+        memory=memory,
+        skip_condense=True,
+    )
+    for k in range(12):
+        engine.chat(_turn(k)[0])
+    assert len(memory.get_all()) == 24
+    last = llm.seen[-1]
+    assert "Day 11" in last[-1].content and len(last) < 24
+
+
+def test_a_function_agent_keeps_its_tool_calls_whole() -> None:
+    def lookup(ticket: str) -> str:
+        """Look a ticket up."""
+        return (
+            f"Ticket {ticket}: assigned to Priya, due on day 14, config deploy/{ticket}.yaml. " * 8
+        )
+
+    def script(messages: list[ChatMessage], **kwargs: Any) -> ChatMessage:
+        if messages[-1].role == MessageRole.TOOL:
+            return ChatMessage(role="assistant", content="Done: it is assigned to Priya.")
+        ticket = messages[-1].content.split()[-1].rstrip("?")
+        call = ToolCallBlock(
+            tool_call_id=f"c_{ticket}", tool_name="lookup", tool_kwargs={"ticket": ticket}
+        )
+        return ChatMessage(role="assistant", blocks=[call])
+
+    agent = FunctionAgent(
+        tools=[FunctionTool.from_defaults(fn=lookup)],
+        llm=MockFunctionCallingLLM(response_generator=script),
+        system_prompt="You track tickets.",
+    )
+    memory = CompressedChatMemory(token_limit=700, store=MemoryStore())
+
+    async def run() -> None:
+        for k in range(8):
+            out = await agent.run(user_msg=f"Who has OPS-{100 + k}?", memory=memory)
+            assert "Priya" in str(out)
+
+    asyncio.run(run())
+    stored = memory.get_all()
+    assert [m.role.value for m in stored[:4]] == ["user", "assistant", "tool", "assistant"]
+    assert len(stored) == 32
+    view = from_llamaindex(memory.get())
+    assert COUNTER.count_messages(view) <= 700
+    assert tool_pairing_problems(view) == [] and turn_order_problems(view) == []
+
+
+def test_a_message_longer_than_the_limit_is_shortened_not_dropped() -> None:
+    memory = CompressedChatMemory(token_limit=300, store=MemoryStore())
+    memory.put(ChatMessage(role="user", content="Please read the log."))
+    log = "".join(f"12:00:{i % 60:02d} INFO step {i} ok\n" for i in range(400))
+    log += "12:09:00 ERROR could not open /data/input.csv: permission denied\n"
+    memory.put(ChatMessage(role="assistant", content=log))
+    memory.put(ChatMessage(role="user", content="What failed?"))
+    view = memory.get()
+    assert view and _tokens(view) <= 300
+    assert "/data/input.csv" in "\n".join(m.content or "" for m in view)
+
+
+@pytest.mark.parametrize("name,msgs", examples_and_shared(4), ids=lambda x: str(x)[:40])
+def test_it_renders_what_a_session_renders(name: str, msgs: list[ctxfold.Message]) -> None:
+    system = [m for m in msgs if m.role == "system"]
+    limit = COUNTER.count_messages(system) + COUNTER.count_messages(msgs) // 4
+    memory = CompressedChatMemory(token_limit=limit, store=MemoryStore())
+    session = ctxfold.Session(budget=limit, store=MemoryStore())
+    for m in to_llamaindex(msgs):
+        memory.put(m)
+        session.add(from_llamaindex([m]))  # the core on the same messages
+        if m.role == MessageRole.USER:
+            view = from_llamaindex(memory.get())
+            assert [x.text for x in view] == [x.text for x in session.render().messages]
+    assert len(memory.get_all()) == len(msgs)
+
+
+def test_async_twins_agree_with_sync() -> None:
+    _, msgs = next((n, m) for n, m in example_conversations() if "sqlfluff" in n)
+    limit = COUNTER.count_messages(msgs) // 3
+    sync = CompressedChatMemory(token_limit=limit, store=MemoryStore())
+    sync.put_messages(to_llamaindex(msgs))
+
+    async def run() -> tuple[list[ChatMessage], list[ChatMessage]]:
+        other = CompressedChatMemory(token_limit=limit, store=MemoryStore())
+        await other.aput_messages(to_llamaindex(msgs))
+        got = await other.aget()
+        await other.areset()
+        return got, await other.aget_all()
+
+    got, after_reset = asyncio.run(run())
+    assert [m.content for m in got] == [m.content for m in sync.get()]
+    assert after_reset == []
+
+
+def test_from_defaults_and_bad_settings() -> None:
+    llm = RecordingLLM()
+    memory = CompressedChatMemory.from_defaults(
+        chat_history=[ChatMessage(role="user", content="hi")], llm=llm, chat_store=SimpleChatStore()
+    )
+    assert memory.token_limit == 6000 and len(memory.get_all()) == 1
+    for bad in ({"token_limit": -5}, {"strategy": "nope"}, {"low_water": 2.0}):
+        with pytest.raises(ctxfold.ConfigurationError):
+            CompressedChatMemory(**bad)
+    with pytest.raises(ValueError, match="stratgy"):
+        CompressedChatMemory(stratgy="auto")  # misspelt: refused, not ignored
+    with pytest.raises(ctxfold.BudgetError, match="token_limit"):
+        memory.get(initial_token_count=6000)
