@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseLanguageModel
@@ -16,14 +16,11 @@ from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from ctxfold import ConfigurationError, Message, SummarizerError
+from ctxfold.models import CallableEmbedder
 from ctxfold.models.summarizers import SUMMARY_PROMPT, CallableSummarizer
 from ctxfold.tokens import TokenCounter
 
 from ._convert import to_langchain
-
-if TYPE_CHECKING:
-    import numpy as np
-    import numpy.typing as npt
 
 __all__ = [
     "LangChainEmbedder",
@@ -70,12 +67,10 @@ def summarizer_from(
     return CallableSummarizer(call, prompt=prompt, cache_id=f"langchain:{_model_id(model)}")
 
 
-class LangChainEmbedder:
+class LangChainEmbedder(CallableEmbedder):
     """LangChain ``Embeddings`` as a ctxfold embedder (``embedder=`` of ``semantic``):
     ``embed_documents``, rows L2-normalized (needs numpy). A text's vector does not
     depend on the batch, so vectors are cached text by text."""
-
-    per_text = True
 
     def __init__(self, embeddings: Embeddings) -> None:
         if not isinstance(embeddings, Embeddings):
@@ -83,26 +78,7 @@ class LangChainEmbedder:
                 f"LangChainEmbedder needs LangChain Embeddings, got {type(embeddings).__name__}"
             )
         self.embeddings = embeddings
-        self.name = f"langchain:{_model_id(embeddings)}"
-        self._dim = 0
-
-    def settings(self) -> str:
-        """What changes the vectors: the embeddings' class and model."""
-        return self.name
-
-    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
-        """One L2-normalized float32 row per text."""
-        import numpy as np
-
-        if not texts:
-            return np.zeros((0, self._dim), dtype=np.float32)
-        vectors = np.asarray(self.embeddings.embed_documents(list(texts)), dtype=np.float32)
-        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-        unit: npt.NDArray[np.float32] = np.divide(
-            vectors, norms, out=np.zeros_like(vectors), where=norms > 0
-        )
-        self._dim = int(unit.shape[1])
-        return unit
+        super().__init__(embeddings.embed_documents, f"langchain:{_model_id(embeddings)}")
 
 
 class ModelTokenCounter:

@@ -15,6 +15,7 @@ from llama_index.core.base.llms.types import (
 )
 
 from ctxfold import ContentPart, InvalidMessageError, Message, ToolCall
+from ctxfold.messages import as_messages
 
 __all__ = ["from_llamaindex", "to_llamaindex"]
 
@@ -114,15 +115,16 @@ def from_llamaindex(messages: Iterable[ChatMessage]) -> list[Message]:
     return out
 
 
-def to_llamaindex(messages: Sequence[Message]) -> list[ChatMessage]:
-    """Convert :class:`ctxfold.Message` objects to LlamaIndex ``ChatMessage`` objects.
+def to_llamaindex(messages: Iterable[Message | Mapping[str, Any]]) -> list[ChatMessage]:
+    """Convert :class:`ctxfold.Message` objects (or OpenAI message dicts) to LlamaIndex
+    ``ChatMessage`` objects.
 
     Tool calls become ``ToolCallBlock`` blocks (LlamaIndex 0.14's form) unless the
     message came with OpenAI-style ``additional_kwargs["tool_calls"]``; a tool result
     carries ``additional_kwargs["tool_call_id"]``, as LlamaIndex's agents write it.
     """
     out: list[ChatMessage] = []
-    for m in messages:
+    for m in as_messages(messages):
         kept: dict[str, Any] = copy.deepcopy(dict(m.metadata.get(_KEY) or {}))
         kwargs: dict[str, Any] = kept.get("additional_kwargs", {})
         if m.name is not None:

@@ -9,12 +9,14 @@ from typing import Any
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.memory import BaseMemory
 from llama_index.core.storage.chat_store import BaseChatStore, SimpleChatStore
+from llama_index.core.tools import FunctionTool
 from pydantic import ConfigDict, Field, PrivateAttr, SerializeAsAny
 
 from ctxfold import BudgetError, Message
 from ctxfold.session import Follower, Session
 
 from ._convert import from_llamaindex, to_llamaindex
+from ._tools import as_function_tool
 
 __all__ = ["CompressedChatMemory"]
 
@@ -102,6 +104,11 @@ class CompressedChatMemory(BaseMemory):
     def session(self) -> Session:
         """The session that renders the history (its store keeps the originals)."""
         return self._follower.session
+
+    def expand_tool(self, *, max_tokens: int = 4000) -> FunctionTool:
+        """The expand tool over this memory's folded originals, as a ``FunctionTool``
+        for an agent: the model reads back what a note condensed, by its round id."""
+        return as_function_tool(self.session.expand_tool(max_tokens=max_tokens))
 
     def tokenizer_fn(self, text: str) -> list[int]:
         """Tokens of ``text`` by the memory's counter (a chat engine counts its system

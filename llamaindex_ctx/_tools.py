@@ -7,17 +7,23 @@ from llama_index.core.tools import FunctionTool
 from pydantic import Field
 
 import ctxfold
+from ctxfold.reversible import ExpandTool
 from ctxfold.storage import VerbatimStore
 
-__all__ = ["expand_tool"]
+__all__ = ["as_function_tool", "expand_tool"]
 
 
 def expand_tool(store: VerbatimStore | str | None = None, **options: Any) -> FunctionTool:
     """:func:`ctxfold.expand_tool` (same ``options``: ``max_tokens``, ``counter``,
     ``name``) as a LlamaIndex ``FunctionTool``, sync and async: give it to an agent
     (``FunctionAgent(tools=[...])``) beside a reversible history so that the model can
-    read any folded original."""
-    tool = ctxfold.expand_tool(store, **options)
+    read any folded original. For a :class:`CompressedChatMemory`, use its own
+    ``expand_tool()``."""
+    return as_function_tool(ctxfold.expand_tool(store, **options))
+
+
+def as_function_tool(tool: ExpandTool) -> FunctionTool:
+    """An expand tool as a LlamaIndex ``FunctionTool``."""
     schema = tool.parameters["properties"]
 
     def run(

@@ -19,7 +19,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
 __all__ = [
+    "CallableEmbedder",
     "Embedder",
     "TfidfEmbedder",
     "WordLlamaEmbedder",
@@ -72,6 +73,34 @@ class Embedder(Protocol):
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         """One L2-normalized float32 row per text."""
         ...
+
+
+class CallableEmbedder:
+    """Any function from a list of texts to a list of vectors (a framework's embedding
+    model) as an :class:`Embedder`: rows L2-normalized, float32 (needs numpy).
+    ``name`` says which model it is, for the cache (a text's vector is taken not to
+    depend on the rest of its batch, so vectors are cached text by text)."""
+
+    per_text = True
+
+    def __init__(self, embed: Callable[[list[str]], Sequence[Sequence[float]]], name: str) -> None:
+        if not callable(embed):
+            raise ConfigurationError(f"CallableEmbedder needs a function, got {embed!r}")
+        self._embed = embed
+        self.name = name
+        self._dim = 0
+
+    def settings(self) -> str:
+        """What changes the vectors: the model's name."""
+        return self.name
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """One L2-normalized float32 row per text."""
+        if not texts:
+            return normalize_rows(_import_numpy().zeros((0, self._dim)))
+        unit = normalize_rows(self._embed(list(texts)))
+        self._dim = int(unit.shape[1])
+        return unit
 
 
 def _find_spec(module: str) -> Any:

@@ -211,3 +211,20 @@ def test_from_defaults_and_bad_settings() -> None:
         CompressedChatMemory(stratgy="auto")  # misspelt: refused, not ignored
     with pytest.raises(ctxfold.BudgetError, match="token_limit"):
         memory.get(initial_token_count=6000)
+
+
+def test_the_memorys_expand_tool_reads_back_what_a_note_folded() -> None:
+    _, msgs = next((n, m) for n, m in example_conversations() if "sqlfluff" in n)
+    memory = CompressedChatMemory(token_limit=3000, store=MemoryStore())
+    memory.put_messages(to_llamaindex(msgs))
+    note = from_llamaindex(memory.get())[1].text
+    round_id = note.split()[2].rstrip(":]")
+    tool = memory.expand_tool()
+    text = tool.call(id=round_id).content
+    assert "Rule L060" in text and "[ctxfold round" not in text.splitlines()[0]
+    assert asyncio.run(tool.acall(id=round_id)).content == text
+
+
+def test_to_llamaindex_takes_openai_dicts() -> None:
+    out = to_llamaindex([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}])
+    assert [(m.role.value, m.content) for m in out] == [("user", "hi"), ("assistant", "yo")]

@@ -1,0 +1,85 @@
+"""``CompressedHistoryBlock``: a memory block for LlamaIndex's ``Memory`` that gives its
+context the older history, compressed, instead of dropping it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from llama_index.core.base.llms.types import ChatMessage
+from llama_index.core.memory import BaseMemoryBlock
+from pydantic import ConfigDict, PrivateAttr
+
+from ctxfold import BudgetError
+from ctxfold.messages import transcript
+from ctxfold.session import Session
+
+from ._convert import from_llamaindex
+
+__all__ = ["CompressedHistoryBlock"]
+
+
+class CompressedHistoryBlock(BaseMemoryBlock[str]):
+    """The messages ``Memory`` flushes out of its short-term history, kept in a
+    :class:`ctxfold.Session` and rendered into the memory's context as one text of at
+    most ``token_limit`` tokens: the older turns condensed speaker by speaker, with
+    the identifiers (paths, ids, numbers) of what was folded listed at the end.
+
+    ``Memory.from_defaults(memory_blocks=[CompressedHistoryBlock(token_limit=800)])``.
+    ``strategy`` and ``counter`` are those of :class:`ctxfold.Session`; ``store`` where
+    it keeps the originals. When ``Memory`` must free room, the block renders again
+    within the tokens it may keep.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
+
+    name: str = "compressed_history"
+    description: str | None = "Earlier conversation, condensed."
+    token_limit: int = 1000
+    strategy: Any = "auto"
+    counter: Any = "o200k_base"
+    store: Any = None
+    _session: Session = PrivateAttr()
+
+    def __init__(self, **data: Any) -> None:
+        """Fields as above; settings are checked here (``ctxfold.ConfigurationError``)."""
+        super().__init__(**data)
+        self._session = Session(
+            budget=self.token_limit, strategy=self.strategy, counter=self.counter, store=self.store
+        )
+
+    @property
+    def session(self) -> Session:
+        """The session holding every flushed message."""
+        return self._session
+
+    async def _aput(self, messages: list[ChatMessage]) -> None:
+        await self._session.aadd(from_llamaindex(messages))
+
+    async def _aget(self, messages: list[ChatMessage] | None = None, **block_kwargs: Any) -> str:
+        return await self._text(self.token_limit)
+
+    async def atruncate(self, content: str, tokens_to_truncate: int) -> str | None:
+        """The block again within ``tokens_to_truncate`` fewer tokens (``None`` when
+        nothing would be left)."""
+        keep = self._session.counter.count_text(content) - tokens_to_truncate
+        try:
+            return await self._text(keep) if keep > 0 else None
+        except BudgetError:  # even compacted it does not fit: leave the block out
+            return None
+
+    async def _text(self, budget: int) -> str:
+        """The history as text within ``budget`` tokens (the render is counted as
+        messages, the text without their framing but with speaker tags: checked)."""
+        if not len(self._session):
+            return ""
+        count, room = self._session.counter.count_text, budget
+        for _ in range(4):
+            text = transcript((await self._session.arender(max(room, 1))).messages)
+            if count(text) <= budget:
+                return text
+            room = room * budget // count(text) - 1
+        raise BudgetError(
+            f"the history block does not fit in {budget} tokens: raise token_limit",
+            required=count(text),
+            budget=budget,
+        )

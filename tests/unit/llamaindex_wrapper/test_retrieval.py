@@ -1,0 +1,138 @@
+"""CompressionPostprocessor in a query engine, the memory block in LlamaIndex's Memory,
+and LlamaIndex models as ctxfold's summarizer and embedder."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import numpy as np
+import pytest
+from llama_index.core import VectorStoreIndex
+from llama_index.core.base.llms.types import ChatMessage
+from llama_index.core.embeddings import MockEmbedding
+from llama_index.core.llms import MockLLM
+from llama_index.core.memory import Memory
+from llama_index.core.schema import NodeWithScore, TextNode
+
+import ctxfold
+from conftest import example_conversations
+from llamaindex_ctx import (
+    CompressedHistoryBlock,
+    CompressionPostprocessor,
+    LlamaIndexEmbedder,
+    summarizer_from,
+)
+
+COUNTER = ctxfold.TiktokenCounter()
+
+pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")  # Memory's aiosqlite
+
+
+def _doc(k: int) -> str:
+    return (
+        f"Incident INC-{4000 + k} hit the billing service on day {k}. "
+        + "The team met and talked about the weather and lunch plans at length. " * 6
+        + f"Root cause: the cron job /etc/cron.d/rotate_{k} removed /var/log/billing_{k}.log. "
+        + "Everyone agreed the meeting had been pleasant and long. " * 4
+    )
+
+
+def _nodes() -> list[NodeWithScore]:
+    nodes = [
+        NodeWithScore(
+            node=TextNode(text=_doc(k), id_=f"n{k}", metadata={"day": k}), score=1 - k / 10
+        )
+        for k in range(5)
+    ]
+    dup = NodeWithScore(node=TextNode(text=_doc(0), id_="copy", metadata={"day": 0}), score=0.05)
+    return [*nodes, dup]
+
+
+def test_nodes_fit_the_budget_and_keep_their_ids_metadata_and_scores() -> None:
+    nodes = _nodes()
+    out = CompressionPostprocessor(budget=400).postprocess_nodes(nodes, query_str="root cause?")
+    assert sum(COUNTER.count_text(n.node.get_content()) for n in out) <= 400
+    assert [n.node.id_ for n in out] == ["n0", "n1", "n2", "n3", "n4"]  # the copy went
+    for n in out:
+        k = int(n.node.id_[1:])
+        assert n.node.metadata == {"day": k} and n.score == pytest.approx(1 - k / 10)
+        assert f"/etc/cron.d/rotate_{k}" in n.node.get_content()  # what matters stays
+        assert "weather" not in n.node.get_content()
+    assert [n.node.get_content() for n in nodes[:1]] == [_doc(0)]  # input untouched
+
+
+def test_nodes_that_fit_come_back_unchanged_and_a_tiny_budget_keeps_the_best() -> None:
+    nodes = _nodes()[:2]
+    assert CompressionPostprocessor(budget=10_000).postprocess_nodes(nodes) == nodes
+    out = CompressionPostprocessor(budget=60, min_tokens=40).postprocess_nodes(nodes)
+    assert [n.node.id_ for n in out] == ["n0"]
+    with pytest.raises(ctxfold.ConfigurationError):
+        CompressionPostprocessor(budget=-1)
+
+
+def test_a_query_engine_answers_from_the_compressed_nodes() -> None:
+    docs = [TextNode(text=_doc(k), id_=f"n{k}") for k in range(4)]
+    index = VectorStoreIndex(docs, embed_model=MockEmbedding(embed_dim=8))
+    engine = index.as_query_engine(
+        llm=MockLLM(),
+        similarity_top_k=4,
+        node_postprocessors=[CompressionPostprocessor(budget=300)],
+    )
+    response = engine.query("What removed the billing log?")
+    sources = response.source_nodes
+    assert len(sources) == 4 and sum(COUNTER.count_text(n.get_content()) for n in sources) <= 300
+    assert "/etc/cron.d/rotate_" in str(response)  # MockLLM echoes its prompt
+    again = asyncio.run(engine.aquery("What removed the billing log?"))
+    assert [n.node.id_ for n in again.source_nodes] == [n.node.id_ for n in sources]
+
+
+def test_the_block_gives_memory_the_older_history_compressed() -> None:
+    chat = []
+    for k in range(30):
+        chat.append(ChatMessage(role="user", content=f"Day {k}: status of ticket OPS-{100 + k}?"))
+        chat.append(
+            ChatMessage(
+                role="assistant",
+                content=f"OPS-{100 + k} is with Priya; the fix is in deploy/release_{k}.yaml. "
+                + "We also chatted about the weather for a while. " * 3,
+            )
+        )
+    block = CompressedHistoryBlock(token_limit=600)
+    memory = Memory.from_defaults(
+        token_limit=2000, token_flush_size=300, chat_history_token_ratio=0.5, memory_blocks=[block]
+    )
+    memory.put_messages(chat)
+    got = memory.get()
+    context = got[0].content or ""
+    assert got[0].role.value == "system" and "<compressed_history>" in context
+    shown = context.split("<compressed_history>")[1].split("</compressed_history>")[0].strip()
+    assert COUNTER.count_text(shown) <= 600
+    assert "OPS-100" in shown and "deploy/release_0.yaml" in shown  # the oldest turn
+    assert len(block.session) > 0 and len(got) < len(chat)
+    assert asyncio.run(block.atruncate(shown, 10_000)) is None
+    assert COUNTER.count_text(asyncio.run(block.atruncate(shown, 300)) or "") <= 300
+
+
+def test_a_llamaindex_llm_writes_the_note_and_embeddings_serve_semantic() -> None:
+    class Fixed(MockLLM):
+        def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> Any:
+            return super().complete("SUMMARY: rule L060 now names the function.", formatted=True)
+
+    _, msgs = next((n, m) for n, m in example_conversations() if "sqlfluff" in n)
+    budget = COUNTER.count_messages(msgs) // 4
+    result = ctxfold.compress(
+        msgs, budget=budget, strategy="summarize", summarizer=summarizer_from(Fixed())
+    )
+    assert any("SUMMARY: rule L060" in m.text for m in result.messages)
+    embedder = LlamaIndexEmbedder(MockEmbedding(embed_dim=8))
+    rows = embedder.embed(["a", "b"])
+    assert rows.shape == (2, 8) and np.allclose(np.linalg.norm(rows, axis=1), 1.0)
+    assert embedder.embed([]).shape == (0, 8)
+    out = ctxfold.compress(
+        msgs, budget=budget, strategy="semantic", embedder=embedder, overflow="best_effort"
+    )
+    assert out.stats.tokens_after <= COUNTER.count_messages(msgs)
+    for bad in (lambda: summarizer_from(object()), lambda: LlamaIndexEmbedder(object())):  # type: ignore[arg-type]
+        with pytest.raises(ctxfold.ConfigurationError):
+            bad()
