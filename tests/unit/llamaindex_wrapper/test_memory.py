@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from llama_index.core import VectorStoreIndex
-from llama_index.core.agent.workflow import FunctionAgent
+from llama_index.core.agent.workflow import AgentWorkflow, FunctionAgent
 from llama_index.core.base.llms.types import (
     ChatMessage,
     ChatResponse,
@@ -79,14 +79,18 @@ def _tokens(messages: list[ChatMessage]) -> int:
     return COUNTER.count_messages(from_llamaindex(messages))
 
 
-def test_a_simple_chat_engine_of_30_turns_sends_at_most_the_limit() -> None:
+@pytest.mark.parametrize("run", ["sync", "async"])
+def test_a_simple_chat_engine_of_30_turns_sends_at_most_the_limit(run: str) -> None:
     limit = 800
     llm = RecordingLLM(answers=[_turn(k)[1] for k in range(30)])
     memory = CompressedChatMemory.from_defaults(token_limit=limit, store=MemoryStore())
     system = "You keep the release log of the team."
     engine = SimpleChatEngine.from_defaults(llm=llm, memory=memory, system_prompt=system)
     for k in range(30):
-        engine.chat(_turn(k)[0])
+        if run == "sync":
+            engine.chat(_turn(k)[0])
+        else:
+            asyncio.run(engine.achat(_turn(k)[0]))
     assert len(llm.seen) == 30
     assert max(_tokens(sent) for sent in llm.seen) <= limit
     assert max(_tokens(sent) for sent in llm.seen) > 0.6 * limit
@@ -145,6 +149,14 @@ def test_a_function_agent_keeps_its_tool_calls_whole() -> None:
             assert "Priya" in str(out)
 
     asyncio.run(run())
+    workflow = AgentWorkflow(agents=[agent], root_agent=agent.name)
+    again = CompressedChatMemory(token_limit=700, store=MemoryStore())
+
+    async def run_workflow() -> str:
+        return str(await workflow.run(user_msg="Who has OPS-100?", memory=again))
+
+    assert "Priya" in asyncio.run(run_workflow())
+    assert len(again.get_all()) == 4
     stored = memory.get_all()
     assert [m.role.value for m in stored[:4]] == ["user", "assistant", "tool", "assistant"]
     assert len(stored) == 32
