@@ -1,0 +1,185 @@
+"""Recall: how much of what a question needs survives when the history is cut to a
+budget, with the question as the last user message.
+
+    python benchmarks/recall.py                     # every LoCoMo question, 10% and 3%
+    python benchmarks/recall.py --limit 40 --fractions 0.1
+
+For each question of ``../shared/data/locomo.jsonl``, the conversation's history plus
+the question as a last user message is cut to ``fraction`` of the history's tokens
+(o200k_base; the system prompt and the question on top). Reported per method and budget:
+the share of the findable gold answers (found in the whole history) present in the
+output outside the question, per question category (1 multi-hop, 2 temporal, 3
+open-domain, 4 single-hop) and in all, with the median ms per query, cold (a fresh
+compressor; LoCoMo conversations share no message, so each conversation's first query
+is cold, the others reuse its analysis as a process would).
+
+Methods, in the same run: ``auto`` (ctxfold, the default strategy), LangChain
+``trim_messages`` (the newest messages), LlamaIndex ``ChatMemoryBuffer``, and two
+baselines written here: ``bm25`` (whole messages ranked by BM25 against the question's
+words, kept in time order while they fit) and ``bm25+neighbours`` (the same, each hit
+with the message before and after it: the answer is often in the reply).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import statistics
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from compare import ENC, chat_memory_buffer_method, text_of, trim_messages_method
+
+import ctxfold
+from ctxfold import Message, from_openai
+from ctxfold.testing import find_data_dir
+from ctxfold.text.wordlists import word_list
+
+#: A method: (messages with the question last, budget) -> (output, seconds).
+Method = Callable[[list[dict[str, Any]], int], tuple[list[Message], float]]
+
+_WORD = re.compile(r"[a-z0-9]+")
+_STOP = word_list("stop_words")
+
+
+def _terms(text: str) -> list[str]:
+    """Lower-cased words and numbers, stop words out, a plural ``s`` off."""
+    out = []
+    for w in _WORD.findall(text.lower()):
+        if w in _STOP:
+            continue
+        out.append(w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w)
+    return out
+
+
+def bm25_method(neighbours: bool) -> Method:
+    """Whole messages by BM25 (k1 1.2, b 0.75) against the last message, in time order
+    while they fit; with ``neighbours``, each hit with the messages beside it."""
+
+    def run(raw: list[dict[str, Any]], budget: int) -> tuple[list[Message], float]:
+        msgs = from_openai(raw)
+        started = time.perf_counter()
+        pinned = [i for i, m in enumerate(msgs) if m.role == "system"] + [len(msgs) - 1]
+        docs = {i: Counter(_terms(msgs[i].text)) for i in range(len(msgs)) if i not in pinned}
+        n = len(docs)
+        avg = sum(sum(d.values()) for d in docs.values()) / max(n, 1)
+        df = Counter(t for d in docs.values() for t in d)
+        query = set(_terms(msgs[-1].text))
+
+        def score(d: Counter[str]) -> float:
+            length = sum(d.values())
+            total = 0.0
+            for t in query & d.keys():
+                idf = math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5))
+                total += idf * d[t] * 2.2 / (d[t] + 1.2 * (0.25 + 0.75 * length / max(avg, 1)))
+            return total
+
+        ranked = sorted(docs, key=lambda i: (-score(docs[i]), -i))
+        chosen = set(pinned)
+        used = ENC.count_messages([msgs[i] for i in sorted(chosen)])
+        for i in ranked:
+            group = [i - 1, i, i + 1] if neighbours else [i]
+            new = [k for k in group if k in docs and k not in chosen]
+            cost = sum(ENC.count_message(msgs[k]) for k in new)
+            if new and used + cost <= budget:
+                chosen.update(new)
+                used += cost
+        out = [msgs[i] for i in sorted(chosen)]
+        return out, time.perf_counter() - started
+
+    return run
+
+
+def auto_method() -> Method:
+    def run(raw: list[dict[str, Any]], budget: int) -> tuple[list[Message], float]:
+        msgs = from_openai(raw)
+        started = time.perf_counter()
+        try:
+            out = list(ctxfold.compress(msgs, budget=budget).messages)
+        except ctxfold.BudgetError:
+            out = []
+        return out, time.perf_counter() - started
+
+    return run
+
+
+def _queries(record: dict[str, Any]) -> list[tuple[list[dict[str, Any]], dict[str, Any]]]:
+    """The history with each question as the last user message, and the question."""
+    raw = record["messages"]
+    return [
+        ([*raw, {"role": "user", "content": str(q["question"])}], q)
+        for q in record["probes"]["questions"]
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", default=None, help="the shared data folder")
+    parser.add_argument("--fractions", nargs="*", type=float, default=[0.10, 0.03])
+    parser.add_argument("--limit", type=int, default=0, help="questions per conversation")
+    parser.add_argument("--json", default=None, help="write the rows here too")
+    args = parser.parse_args()
+    data = find_data_dir(args.data or Path(__file__).resolve().parents[1])
+    if data is None:
+        sys.exit("the shared data is not here: put it in ../shared/data or set CTXFOLD_DATA_DIR")
+    lines = (data / "locomo.jsonl").read_text(encoding="utf-8").splitlines()
+    records = [json.loads(line) for line in lines if line.strip()]
+    methods: dict[str, Method | None] = {
+        "auto": auto_method(),
+        "bm25": bm25_method(neighbours=False),
+        "bm25+neighbours": bm25_method(neighbours=True),
+        "trim_messages": trim_messages_method(),
+        "ChatMemoryBuffer": chat_memory_buffer_method(),
+    }
+    rows = []
+    print("| budget | method | cat 1 | cat 2 | cat 3 | cat 4 | all | ms median |")
+    print("|---|---|---|---|---|---|---|---|")
+    for fraction in args.fractions:
+        for name, method in methods.items():
+            if method is None:
+                continue
+            found: Counter[str] = Counter()
+            total: Counter[str] = Counter()
+            ms: list[float] = []
+            for record in records:
+                history = from_openai(record["messages"])
+                full = text_of(history).lower()
+                budget = int(ENC.count_messages(history) * fraction)
+                queries = _queries(record)
+                for raw, q in queries[: args.limit or None]:
+                    answer = str(q["answer"]).lower()
+                    if not answer or answer not in full:
+                        continue
+                    out, seconds = method(raw, budget + ENC.count_message(from_openai(raw[-1:])[0]))
+                    ms.append(seconds * 1000)
+                    shown = text_of([m for m in out if m.text != raw[-1]["content"]]).lower()
+                    for cat in (str(q["category"]), "all"):
+                        total[cat] += 1
+                        found[cat] += answer in shown
+            share = {c: found[c] / total[c] if total[c] else None for c in total}
+            row = {
+                "fraction": fraction,
+                "method": name,
+                "share": share,
+                "ms": statistics.median(ms),
+            }
+            rows.append(row)
+            cells = " | ".join(
+                "-" if share.get(c) is None else f"{share[c]:.1%}"
+                for c in ("1", "2", "3", "4", "all")
+            )
+            print(f"| {fraction:.0%} | {name} | {cells} | {row['ms']:.1f} |", flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
