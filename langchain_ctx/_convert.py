@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from langchain_core.messages import (
@@ -21,6 +21,7 @@ from langchain_core.messages import (
 from langchain_core.prompt_values import PromptValue
 
 from ctxfold import ContentPart, InvalidMessageError, Message, ToolCall
+from ctxfold.formats import Format
 from ctxfold.messages import as_messages
 
 __all__ = ["as_langchain_messages", "from_langchain", "to_langchain"]
@@ -236,17 +237,6 @@ def to_langchain(messages: Iterable[Message | Mapping[str, Any]]) -> list[BaseMe
     return out
 
 
-class _LangChainFormat:
-    """LangChain messages as a ctxfold message format: every core entry point reads
-    them and gives them back (declared in the ``ctxfold.formats`` entry points)."""
-
-    name = "langchain"
-
-    def read(self, messages: Any) -> list[Message]:
-        return from_langchain(messages)
-
-    def write(self, messages: Sequence[Message]) -> list[Any]:
-        return list(to_langchain(messages))
-
-
-LANGCHAIN = _LangChainFormat()
+#: LangChain messages as a ctxfold message format: every core entry point reads them
+#: and gives them back (declared in the ``ctxfold.formats`` entry points).
+LANGCHAIN = Format("langchain", from_langchain, to_langchain)

@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 from ctxfold import InvalidMessageError, Message
 from ctxfold.contract import CounterSpec
 from ctxfold.messages import as_messages
-from ctxfold.tokens import get_counter
+from ctxfold.tokens import TokenCounter, get_counter
 from ctxfold.validity import check_tool_structure, tool_pairing_problems, turn_order_problems
 
 from ._convert import from_langchain, to_langchain
@@ -55,18 +55,12 @@ class ModelCall:
     messages: list[BaseMessage]
     tools: list[dict[str, Any]]
 
-    @property
-    def system(self) -> SystemMessage | None:
-        """The leading system message, if the call had one."""
-        first = self.messages[0] if self.messages else None
-        return first if isinstance(first, SystemMessage) else None
-
     def tokens(self, counter: CounterSpec = "o200k_base") -> int:
         """Tokens the call took: its messages and its tool schemas."""
-        count = get_counter(counter)
-        return count.count_messages(from_langchain(self.messages)) + tool_schema_tokens(
-            count, self.tools
-        )
+        return self._tokens(get_counter(counter), from_langchain(self.messages))
+
+    def _tokens(self, count: TokenCounter, messages: list[Message]) -> int:
+        return count.count_messages(messages) + tool_schema_tokens(count, self.tools)
 
     def problems(
         self, budget: int, counter: CounterSpec = "o200k_base", *, strict: bool = True
@@ -78,7 +72,7 @@ class ModelCall:
         found = tool_pairing_problems(messages)
         if strict:
             found += turn_order_problems(messages)
-        tokens = self.tokens(counter)
+        tokens = self._tokens(get_counter(counter), messages)
         if tokens > budget:
             found.append(f"{tokens} tokens, over the budget of {budget}")
         try:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from llama_index.core.base.llms.types import (
@@ -15,6 +15,7 @@ from llama_index.core.base.llms.types import (
 )
 
 from ctxfold import ContentPart, InvalidMessageError, Message, ToolCall
+from ctxfold.formats import Format
 from ctxfold.messages import as_messages
 
 __all__ = ["from_llamaindex", "to_llamaindex"]
@@ -163,17 +164,6 @@ def to_llamaindex(messages: Iterable[Message | Mapping[str, Any]]) -> list[ChatM
     return out
 
 
-class _LlamaIndexFormat:
-    """LlamaIndex chat messages as a ctxfold message format: every core entry point
-    reads them and gives them back (declared in the ``ctxfold.formats`` entry points)."""
-
-    name = "llamaindex"
-
-    def read(self, messages: Any) -> list[Message]:
-        return from_llamaindex(messages)
-
-    def write(self, messages: Sequence[Message]) -> list[Any]:
-        return list(to_llamaindex(messages))
-
-
-LLAMAINDEX = _LlamaIndexFormat()
+#: LlamaIndex messages as a ctxfold message format: every core entry point reads them
+#: and gives them back (declared in the ``ctxfold.formats`` entry points).
+LLAMAINDEX = Format("llamaindex", from_llamaindex, to_llamaindex)

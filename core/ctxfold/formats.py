@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any, Protocol, runtime_checkable
 
@@ -19,7 +20,7 @@ from ._registry import Registry
 from .exceptions import ConfigurationError
 from .messages import Message, as_messages, to_openai
 
-__all__ = ["CTXFOLD", "OPENAI", "MessageFormat", "read_messages", "register_format"]
+__all__ = ["CTXFOLD", "OPENAI", "Format", "MessageFormat", "read_messages", "register_format"]
 
 _log = logging.getLogger("ctxfold")
 
@@ -30,7 +31,10 @@ class MessageFormat(Protocol):
     messages and OpenAI dicts may be among them) or the package's own container of
     messages (a prompt value); ``write`` gives the package's messages back."""
 
-    name: str
+    @property
+    def name(self) -> str:
+        """Short name, for messages and reprs."""
+        ...
 
     def read(self, messages: Any) -> list[Message]:
         """The ctxfold messages of ``messages``."""
@@ -83,26 +87,22 @@ def register_format(package: str, fmt: MessageFormat, *, replace: bool = False) 
     REGISTRY.register(package, fmt, replace=replace)
 
 
-class _Own:
-    """ctxfold's own messages, or OpenAI chat dicts (``dicts``)."""
+@dataclass(frozen=True)
+class Format:
+    """A :class:`MessageFormat` made of two functions: ``read`` (a package's messages
+    to ctxfold's) and ``write`` (back)."""
 
-    def __init__(self, name: str, *, dicts: bool) -> None:
-        self.name = name
-        self.dicts = dicts
-
-    def read(self, messages: Any) -> list[Message]:
-        return as_messages(messages)
-
-    def write(self, messages: Sequence[Message]) -> list[Any]:
-        return to_openai(messages) if self.dicts else list(messages)
+    name: str
+    read: Callable[[Any], list[Message]]
+    write: Callable[[Sequence[Message]], list[Any]]
 
     def __repr__(self) -> str:
         return f"<message format {self.name}>"
 
 
 #: ctxfold's :class:`Message` objects, and OpenAI chat dicts: the formats the core reads.
-CTXFOLD: MessageFormat = _Own("ctxfold", dicts=False)
-OPENAI: MessageFormat = _Own("openai", dicts=True)
+CTXFOLD: MessageFormat = Format("ctxfold", as_messages, list)
+OPENAI: MessageFormat = Format("openai", as_messages, to_openai)
 
 
 def _format_of(item: object) -> MessageFormat | None:

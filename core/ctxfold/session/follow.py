@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from ..messages import Message
 from ..result import CompressionResult
@@ -61,7 +61,7 @@ class Follower(Generic[T]):
         self.session.clear()
         self._seen, self._last, self._cached = 0, None, None
 
-    def _take_up(self, items: Sequence[Any]) -> None:
+    def _take_up(self, items: Sequence[T]) -> None:
         held = self.session.history
         k = len(held)
         if k and k <= len(items):
