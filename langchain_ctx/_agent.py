@@ -55,8 +55,12 @@ class CompressionMiddleware(AgentMiddleware[CompressionState, Any, Any]):
     the last one plus the new messages (a cache-stable prefix), and a compaction made
     once is taken up after a restart or on another worker, never made again.
 
-    ``strategy``, ``counter``, ``cache_stable``, ``low_water`` and ``high_water`` are
-    those of :class:`ctxfold.Session` (a summarizer model goes in the strategy:
+    When the newest message is the user's, the passages of the older history it
+    recalls are shown at its head (see :meth:`ctxfold.Session.render`).
+
+    ``strategy``, ``counter``, ``cache_stable``, ``low_water``, ``high_water`` and
+    ``recall_share`` are those of :class:`ctxfold.Session` (a summarizer model goes
+    in the strategy:
     ``strategy=("auto", {"summarizer": summarizer_from(model)})``, its calls tagged
     so they stay out of the agent's stream). Sessions of the ``max_threads`` threads
     used last stay in memory; another is rebuilt from its state when it returns.

@@ -20,8 +20,9 @@ from typing import Any
 from langchain_core.messages import BaseMessage, SystemMessage
 from langgraph.config import get_config
 
+from ctxfold import Message
 from ctxfold.exceptions import BudgetError, ConfigurationError, CorruptRecordError
-from ctxfold.result import CompressionResult
+from ctxfold.result import RECALL_KEY, CompressionResult, without_recall
 from ctxfold.session import CompactionOptions, Session
 
 from ._convert import from_langchain, to_langchain
@@ -146,12 +147,14 @@ class ThreadViews:
             state.keys += [_key(m) for m in messages[held:]]
             result = session.render(room)
             tail = len(messages) - session.folded
+            core = without_recall(result.messages)  # the view, any recall block aside
             if result.round_id != state.round_id:
                 state.round_id = result.round_id
-                state.prefix = to_langchain(result.messages[: len(result.messages) - tail])
+                state.prefix = to_langchain(core[: len(core) - tail])
             changed = result.round_id is not None and result.round_id != _round_of(saved)
             record = session.compaction if changed else None
-            return View([*state.prefix, *messages[len(messages) - tail :]], record, result)
+            view = [*state.prefix, *messages[len(messages) - tail :]]
+            return View(_with_recall(view, result.messages), record, result)
 
     def _state(self, thread: Hashable) -> _Thread:
         with self._lock:
@@ -176,3 +179,18 @@ class ThreadViews:
         state.session, state.keys = session, [_key(m) for m in messages]
         state.round_id, state.prefix = None, []
         return session
+
+
+def _with_recall(view: list[BaseMessage], rendered: Sequence[Message]) -> list[BaseMessage]:
+    """``view`` (the render without its recall block, as the thread's own messages)
+    with the block the render holds: a message of its own, or at the head of a user
+    message, at the same place."""
+    for j, m in enumerate(rendered):
+        if RECALL_KEY in m.metadata:
+            shown = to_langchain([m])[0]
+            if without_recall([m]):
+                view[j] = shown
+            else:
+                view.insert(j, shown)
+            break
+    return view

@@ -31,8 +31,9 @@ class CompressedChatMemory(BaseMemory):
     (never an empty history), and between compactions each view is the last one plus
     what is new. Tool-call and non-text blocks are counted.
 
-    ``strategy``, ``counter``, ``cache_stable``, ``low_water`` and ``high_water`` are
-    those of :class:`ctxfold.Session`, checked when the memory is made; ``session_id``
+    ``strategy``, ``counter``, ``cache_stable``, ``low_water``, ``high_water`` and
+    ``recall_share`` are those of :class:`ctxfold.Session`, checked when the memory
+    is made; ``session_id``
     and ``store`` name where the session keeps its compactions (a persistent store and
     the same id let a new process take up where the last one stopped).
 
@@ -50,6 +51,7 @@ class CompressedChatMemory(BaseMemory):
     cache_stable: bool = True
     low_water: float | None = None
     high_water: float = 1.0
+    recall_share: float | None = None
     session_id: str | None = None
     store: Any = Field(default=None, exclude=True)
     _follower: Follower[ChatMessage] = PrivateAttr()
@@ -67,6 +69,7 @@ class CompressedChatMemory(BaseMemory):
             cache_stable=self.cache_stable,
             low_water=self.low_water,
             high_water=self.high_water,
+            recall_share=self.recall_share,
         )
         self._follower = Follower(session, from_llamaindex)
 
@@ -120,18 +123,23 @@ class CompressedChatMemory(BaseMemory):
     ) -> list[ChatMessage]:
         """The history compressed to ``token_limit - initial_token_count`` tokens (the
         system prompt a chat engine sends beside it is ``initial_token_count``, its
-        message framing reserved too). ``input`` is the current question. Raises
+        message framing reserved too). ``input`` is the current question: the
+        passages of the older history it recalls are shown (see
+        :meth:`ctxfold.Session.render`). Raises
         :class:`ctxfold.BudgetError` when nothing is left for the history."""
-        return self._view(self.chat_store.get_messages(self.chat_store_key), initial_token_count)
+        stored = self.chat_store.get_messages(self.chat_store_key)
+        return self._view(stored, initial_token_count, input)
 
     async def aget(
         self, input: str | None = None, initial_token_count: int = 0, **kwargs: Any
     ) -> list[ChatMessage]:
         """:meth:`get`, the store read with its async method."""
         stored = await self.chat_store.aget_messages(self.chat_store_key)
-        return await asyncio.to_thread(self._view, stored, initial_token_count)
+        return await asyncio.to_thread(self._view, stored, initial_token_count, input)
 
-    def _view(self, stored: list[ChatMessage], initial_token_count: int) -> list[ChatMessage]:
+    def _view(
+        self, stored: list[ChatMessage], initial_token_count: int, query: str | None
+    ) -> list[ChatMessage]:
         room = self.token_limit - initial_token_count
         if initial_token_count:
             room -= self.session.counter.count_message(Message("system", ""))
@@ -142,7 +150,10 @@ class CompressedChatMemory(BaseMemory):
                 required=initial_token_count + 1,
                 budget=self.token_limit,
             )
-        return to_llamaindex(self._follower.render(stored, room).messages)
+        # The engine's question (CondensePlusContextChatEngine asks before it stores
+        # it) is the query; without one, the newest user message when it is last.
+        asked = query if isinstance(query, str) and query.strip() else None
+        return to_llamaindex(self._follower.render(stored, room, query=asked).messages)
 
     def get_all(self) -> list[ChatMessage]:
         """Every stored message, uncompressed."""

@@ -6,7 +6,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from .contract import Compressor, CounterSpec, MessageLike
+from .exceptions import ConfigurationError
+from .recall import Query
 from .result import CompressionResult
+from .strategies.base import BaseCompressor
 from .strategies.registry import resolve_strategy
 
 __all__ = ["compress"]
@@ -18,6 +21,7 @@ def compress(
     budget: int,
     strategy: str | Compressor | type[Any] = "auto",
     counter: CounterSpec = "o200k_base",
+    query: Query = None,
     **options: Any,
 ) -> CompressionResult:
     """Compress a conversation to at most ``budget`` tokens.
@@ -29,6 +33,12 @@ def compress(
             class, or a compressor instance.
         counter: an encoding or model name (``"o200k_base"``, ``"gpt-4o"``),
             ``"approx"``, a :class:`ctxfold.TokenCounter`, or a ``str -> int`` function.
+        query: what the output should answer: the passages of the older history it
+            recalls are kept in a recall block (see :mod:`ctxfold.recall`). Default:
+            the newest user message when it is the last message (in an agent's run,
+            the newest tool calls and the errors their results report); ``False``:
+            no recall; any text: that query. A compressor that is no
+            :class:`ctxfold.BaseCompressor` takes only ``query=None``.
         **options: passed to the strategy's constructor.
 
     Returns:
@@ -39,4 +49,12 @@ def compress(
         ConfigurationError: an unknown strategy, counter or option.
         InvalidMessageError: a malformed message (its index is named).
     """
-    return resolve_strategy(strategy, **options).compress(messages, budget=budget, counter=counter)
+    compressor = resolve_strategy(strategy, **options)
+    if isinstance(compressor, BaseCompressor):
+        return compressor.compress(messages, budget=budget, counter=counter, query=query)
+    if query is not None:
+        raise ConfigurationError(
+            f"{type(compressor).__name__} takes no query: recall is built into the "
+            "strategies that derive from ctxfold.BaseCompressor; leave query=None"
+        )
+    return compressor.compress(messages, budget=budget, counter=counter)

@@ -15,6 +15,9 @@ __all__ = [
     "FOLDED",
     "NOTE_HEAD",
     "NOTE_KEY",
+    "RECALL_END",
+    "RECALL_HEAD",
+    "RECALL_KEY",
     "SYSTEM_ROLES",
     "Action",
     "CompressionResult",
@@ -25,6 +28,7 @@ __all__ = [
     "insert_note",
     "note_message",
     "note_role",
+    "without_recall",
 ]
 
 #: The ``metadata`` key of a message a strategy wrote (a note, a summary), holding what
@@ -64,6 +68,36 @@ def from_user(m: Message) -> bool:
     """Whether ``m`` is something the user said: a user message that is not a note
     (a note speaks as the user where strict chat APIs want a user turn)."""
     return m.role == "user" and not is_note(m)
+
+
+#: The first line of a recall block (passages of the history a query recalled), and
+#: the line that ends it when it opens a user message of the history; the ``metadata``
+#: key of a message that carries one (the history messages it quotes).
+RECALL_HEAD = "[ctxfold recall:"
+RECALL_END = "[end of recall]"
+RECALL_KEY = "ctxfold_recall"
+
+
+def without_recall(messages: Sequence[Message]) -> list[Message]:
+    """``messages`` without their recall blocks: a message that is only a block goes,
+    a user message a block opens gets its own content back (known by its text, so a
+    history that went through OpenAI dicts is read alike)."""
+    out: list[Message] = []
+    for m in messages:
+        if m.role != "user" or not m.text.startswith(RECALL_HEAD):
+            out.append(m)
+            continue
+        meta = {k: v for k, v in m.metadata.items() if k != RECALL_KEY}
+        content = m.content
+        if isinstance(content, tuple):
+            rest = content[1:]
+            if rest:
+                out.append(replace(m, content=rest, metadata=meta))
+            continue
+        _, end, after = (content or "").partition(f"\n{RECALL_END}\n\n")
+        if end:
+            out.append(replace(m, content=after, metadata=meta))
+    return out
 
 
 #: Roles that belong in the leading instruction block strict chat APIs want.

@@ -25,6 +25,7 @@ LAYERS: list[set[str]] = [
     {"storage"},
     {"models", "references"},
     {"reversible"},
+    {"recall"},
     {"strategies"},
     {"rendering", "session"},
     {"_api", "cli", "__main__", "testing", "__init__"},

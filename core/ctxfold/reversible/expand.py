@@ -10,7 +10,7 @@ from typing import Any
 
 from ..exceptions import CorruptRecordError, ExpandError
 from ..messages import Message, as_messages, to_openai, transcript
-from ..result import CompressionResult
+from ..result import CompressionResult, without_recall
 from ..storage.store import VerbatimStore, get_store
 from .records import Read, load, message_from_record
 
@@ -59,6 +59,7 @@ def expand(
     if isinstance(target, str):
         return _expand_id(st, target.strip())
     msgs = list(target.messages) if isinstance(target, CompressionResult) else as_messages(target)
+    msgs = without_recall(msgs)  # a recall block quotes the history: it is no part of it
     missing: list[str] = []
     corrupt: list[str] = []
     rounds = 0

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
 
 from ..messages import Message
+from ..recall import Query
 from ..result import CompressionResult
 from .session import Session
 
@@ -33,10 +34,14 @@ class Follower(Generic[T]):
         self._lock = threading.Lock()
         self._seen: int | None = None  # items the session holds (None: not yet known)
         self._last: T | None = None  # the last of them
-        self._cached: tuple[int | None, CompressionResult] | None = None  # budget, render
+        # (budget, query) and the render for them
+        self._cached: tuple[tuple[int | None, Query], CompressionResult] | None = None
 
-    def render(self, items: Sequence[T], budget: int | None = None) -> CompressionResult:
-        """The session's render once it holds ``items`` (see the class)."""
+    def render(
+        self, items: Sequence[T], budget: int | None = None, *, query: Query = None
+    ) -> CompressionResult:
+        """The session's render once it holds ``items`` (see the class), for
+        ``query`` (see :meth:`Session.render`)."""
         with self._lock:
             if self._seen is None:
                 self._take_up(items)
@@ -48,8 +53,8 @@ class Follower(Generic[T]):
             if n > seen:
                 self.session.add(self._convert(items[seen:]))
                 self._seen, self._last, self._cached = n, last, None
-            if self._cached is None or self._cached[0] != budget:
-                self._cached = (budget, self.session.render(budget))
+            if self._cached is None or self._cached[0] != (budget, query):
+                self._cached = ((budget, query), self.session.render(budget, query=query))
             return self._cached[1]
 
     def clear(self) -> None:

@@ -16,6 +16,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from itertools import accumulate
 from types import MappingProxyType
 from typing import Any, TypedDict
@@ -30,12 +31,22 @@ from ..exceptions import (
 )
 from ..formats import CTXFOLD, MessageFormat, read_messages
 from ..messages import Message
+from ..recall import (
+    AGENT_SHARE,
+    CHAT_SHARE,
+    Query,
+    Recalled,
+    RecallIndex,
+    recall,
+    resolve_query,
+    wanted,
+)
 from ..result import CompressionResult, CompressionStats, Decision
 from ..reversible.expand import expand
 from ..reversible.rounds import RoundSettings
 from ..reversible.tool import ExpandTool
 from ..storage.store import MemoryStore, VerbatimStore, get_store
-from ..strategies.base import check_budget
+from ..strategies.base import RECALLED, check_budget, check_share
 from ..strategies.registry import normalize
 from ..text.scoring import content_words
 from ..tokens import TokenCounter, get_counter
@@ -100,6 +111,7 @@ class CompactionOptions(TypedDict, total=False):
     cache_stable: bool
     low_water: float | None
     high_water: float
+    recall_share: float | None
 
 
 class Session:
@@ -124,6 +136,10 @@ class Session:
             :data:`GAP_TURNS` turns at the history's mean message size, between 10%
             and 40% of the budget (a chat of short turns keeps 90% of the budget,
             an agent whose tool results run to thousands of tokens 60%).
+        recall_share: the share of the budget a render with a query keeps at most
+            for the passages of the folded history it recalls (see :meth:`render`);
+            ``0`` never recalls. Default ``None``: 0.7 in a chat, 0 once the
+            history has tool calls (:func:`ctxfold.recall.default_share`).
 
     ``Session.load(session_id, store=...)`` reopens a stored session after a restart
     with its history and compactions, so it renders what the uninterrupted session
@@ -141,6 +157,7 @@ class Session:
         cache_stable: bool = True,
         low_water: float | None = None,
         high_water: float = 1.0,
+        recall_share: float | None = None,
     ) -> None:
         if session_id is None:
             session_id = uuid.uuid4().hex
@@ -156,6 +173,9 @@ class Session:
         self.store: VerbatimStore = _session_store() if store is None else get_store(store)
         self.cache_stable = cache_stable
         self.low_water, self.high_water = _check_water(low_water, high_water)
+        self.recall_share = (
+            None if recall_share is None else check_share("recall_share", recall_share)
+        )
         self._log = SessionLog(self.store, session_id)
         self._rounds = RoundSettings(store=self._log.store)
         self._lock = threading.RLock()
@@ -252,6 +272,9 @@ class Session:
         self._prepared_round: str | None = None  # ...and the compaction whose prefix
         self._words: Counter[str] = Counter()  # messages of the history with each word
         self._given: MessageFormat = CTXFOLD  # the kind of messages added last
+        self._index = RecallIndex()  # the history's passages, for recall
+        self._agentic = False  # whether the history has tool calls, as far as seen
+        self._agentic_seen = 0
 
     def _extend(self, messages: list[Message]) -> None:
         count = self.counter.count_message
@@ -260,6 +283,7 @@ class Session:
         self._history += messages
         for m in messages:
             self._words.update(content_words(m.text))
+        self._index.extend(messages)
         self._cum += list(accumulate(tokens, initial=self._cum[-1]))[1:]
         self._trace += [
             Decision(start + k, "kept", "fits_budget", t, t, _STEP) for k, t in enumerate(tokens)
@@ -301,25 +325,37 @@ class Session:
             self._extend(msgs)
             self._given = given
 
-    def render(self, budget: int | None = None) -> CompressionResult:
+    def render(self, budget: int | None = None, *, query: Query = None) -> CompressionResult:
         """The history as the model should see it now, in at most ``budget`` tokens
         (default: the session's). Raises :class:`ctxfold.BudgetError` when what must be
-        kept cannot fit."""
+        kept cannot fit.
+
+        ``query`` is what the model is about to answer (default: the newest user
+        message when it is the last one; in an agent's run, the newest tool calls and
+        the errors their results report; ``False``: none). With a query, the view
+        keeps free the room the passages of the folded history it recalls want (at
+        most ``recall_share`` of the budget), and they fill the room left, in a
+        block as late as strict chat APIs take it (at the head of the newest user
+        message, most often), so all before it stays byte for byte."""
         started = time.perf_counter()
         b = self._budget(budget)
         with self._lock:
             self._prepare()
+            share = self._agentic_share() if self.recall_share is None else self.recall_share
+            asked = resolve_query(self._history, query) if share else None
+            if asked:
+                asked = self._make_room(asked, share, b)
             if self._view_tokens() > int(self.high_water * b):
                 self._compact(b)
-            return self._result(b, started)
+            return self._result(b, started, asked)
 
     async def aadd(self, messages: Iterable[MessageLike] | MessageLike) -> None:
         """:meth:`add` in a worker thread (the store may do I/O)."""
         await asyncio.to_thread(self.add, messages)
 
-    async def arender(self, budget: int | None = None) -> CompressionResult:
+    async def arender(self, budget: int | None = None, *, query: Query = None) -> CompressionResult:
         """:meth:`render` in a worker thread; the same result."""
-        return await asyncio.to_thread(self.render, budget)
+        return await asyncio.to_thread(self.render, budget, query=query)
 
     def expand(self, entry_id: str) -> str:
         """The originals behind a round id or an ``[expand <id>]`` marker of this
@@ -431,11 +467,20 @@ class Session:
             budget=budget,
         )
 
-    def _result(self, budget: int, started: float) -> CompressionResult:
+    def _result(self, budget: int, started: float, query: str | None) -> CompressionResult:
         fold = self._fold
         prefix = fold.prefix if fold else ()
-        out = (*prefix, *self._history[self._upto() :])
+        out: tuple[Message, ...] = (*prefix, *self._history[self._upto() :])
         after = self._view_tokens()
+        trace = self._trace
+        found = self._recall(out, budget, query) if query else None
+        if found is not None:
+            out = tuple(found.messages)
+            after = self.counter.count_messages(out)
+            quoted = set(found.sources)
+            trace = [
+                replace(d, flags=(*d.flags, RECALLED)) if d.index in quoted else d for d in trace
+            ]
         before = self._overhead + self._cum[-1]
         stats = CompressionStats(
             strategy=self.strategy.name,
@@ -452,8 +497,45 @@ class Session:
         return CompressionResult(
             messages=out,
             stats=stats,
-            trace=tuple(self._trace),
+            trace=tuple(trace),
             strategy=self.strategy.name,
             round_id=fold.round_id if fold else None,
             given=self._given,
+        )
+
+    def _make_room(self, query: str, share: float, budget: int) -> str | None:
+        """Keep free the room what ``query`` recalls wants (at most ``share`` of
+        ``budget``), compacting when the view is over the rest; the query, or ``None``
+        when it recalls nothing or what must be kept needs the whole budget."""
+        cap = int(share * budget)
+        n = len(self._history) - 1  # the newest message is never its own source
+        want = wanted(self._index, query, until=n, cap=cap, counter=self.counter)
+        if not want:
+            return None
+        if self._view_tokens() > int(self.high_water * budget) - want:
+            try:
+                self._compact(budget - want)
+            except BudgetError:
+                return None
+        return query
+
+    def _agentic_share(self) -> float:
+        """The default recall share for the history so far (see ``recall_share``)."""
+        if not self._agentic:
+            seen = self._history[self._agentic_seen :]
+            self._agentic = any(m.tool_calls or m.role == "tool" for m in seen)
+            self._agentic_seen = len(self._history)
+        return AGENT_SHARE if self._agentic else CHAT_SHARE
+
+    def _recall(self, out: tuple[Message, ...], budget: int, query: str) -> Recalled | None:
+        """The view with what ``query`` recalls of the folded history."""
+        return recall(
+            out,
+            self._history,
+            self._index,
+            query,
+            until=min(self._upto(), len(self._history) - 1),
+            budget=budget,
+            counter=self.counter,
+            store=self._log.store,
         )

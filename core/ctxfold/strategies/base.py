@@ -16,6 +16,7 @@ import logging
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import replace
 from typing import Any, ClassVar, TypedDict
 
 from ..contract import Compaction, Conversation, CounterSpec, MessageLike, Overflow
@@ -24,6 +25,7 @@ from ..formats import read_messages
 from ..hooks import emit
 from ..messages import ROLES, Message
 from ..models.usage import run_usage
+from ..recall import Query, RecallIndex, default_share, recall, resolve_query, wanted
 from ..result import (
     SYSTEM_ROLES,
     CompressionResult,
@@ -35,6 +37,7 @@ from ..result import (
 from ..reversible.expand import expand
 from ..reversible.rounds import RoundSettings, compact_reversibly
 from ..storage.cache import Cache, get_cache
+from ..storage.store import VerbatimStore, get_store
 from ..tokens import get_counter
 from ..units import group_units
 from ..validity import turn_order_problems
@@ -73,6 +76,7 @@ class SharedOptions(ReversibleOptions, total=False):
 
     pin_roles: Iterable[str]
     overflow: Overflow
+    recall_share: float
 
 
 class CachedOptions(SharedOptions, total=False):
@@ -295,6 +299,10 @@ class BaseCompressor(ABC):
         reversible, store, reference_share, max_references: reversible compaction
             (:class:`ctxfold.reversible.RoundSettings`): every original is stored and
             :func:`ctxfold.expand` gives it back.
+        recall_share: the share of the budget at most kept for what the query
+            recalls from the older history (see :meth:`compress`); ``0`` never
+            recalls. Default ``None``: :func:`ctxfold.recall.default_share` (0.7 in
+            a chat, 0 in an agent's run).
 
     ``compress`` reads the input (OpenAI dicts or messages), resolves the counter,
     returns a history that already fits unchanged, times the run, builds the stats
@@ -316,6 +324,7 @@ class BaseCompressor(ABC):
     cache: Cache | None = None
     reversible: bool = False
     rounds: RoundSettings = RoundSettings()
+    recall_share: float | None = None
 
     def __init__(
         self,
@@ -327,8 +336,12 @@ class BaseCompressor(ABC):
         store: Any = None,
         reference_share: float = 0.1,
         max_references: int | None = 200,
+        recall_share: float | None = None,
     ) -> None:
         self.pin_roles = check_roles("pin_roles", pin_roles)
+        self.recall_share = (
+            None if recall_share is None else check_share("recall_share", recall_share)
+        )
         check_choice("overflow", overflow, ("error", "best_effort"))
         self.overflow = overflow
         if cache is not None and not self.uses_cache:
@@ -363,6 +376,7 @@ class BaseCompressor(ABC):
         budget: int,
         counter: CounterSpec = None,
         reversible: bool | None = None,
+        query: Query = None,
     ) -> CompressionResult:
         """Return the history compressed to at most ``budget`` tokens.
 
@@ -370,6 +384,13 @@ class BaseCompressor(ABC):
         (unless its ``overflow`` option says otherwise); the input is never modified.
         ``reversible`` overrides the compressor's own setting for this call (a chain
         runs its steps with ``False`` and makes the whole reversible once).
+
+        ``query`` is what the output should answer: passages of the older history it
+        recalls are shown in a recall block in ``recall_share`` of the budget, before
+        the newest messages (see :mod:`ctxfold.recall`). By default it is the newest
+        user message when that is the last message (in an agent's run: the newest
+        tool calls and the errors their results report); ``False`` turns recall off;
+        any text is a query.
         """
         started = time.perf_counter()
         msgs, given = read_messages(messages)
@@ -397,10 +418,9 @@ class BaseCompressor(ABC):
                 )
             else:
                 conv = Conversation.of(msgs, budget=budget, counter=cnt, grouping=grouping)
-                if self.reversible if reversible is None else reversible:
-                    done, round_id = compact_reversibly(self, conv, self.rounds)
-                else:
-                    done = Compaction(*self.compact(conv))
+                rev = self.reversible if reversible is None else reversible
+                asked = resolve_query(msgs, query) if self.recall_share != 0 else None
+                done, round_id = self._compact_recalling(conv, rev, asked)
         out = done.messages
         stats = CompressionStats(
             strategy=self.name,
@@ -434,13 +454,49 @@ class BaseCompressor(ABC):
         budget: int,
         counter: CounterSpec = None,
         reversible: bool | None = None,
+        query: Query = None,
     ) -> CompressionResult:
         """Async :meth:`compress` (run in a worker thread); same result."""
         if isinstance(messages, Iterator):
             messages = list(messages)  # consumed here, not in the worker thread
         return await asyncio.to_thread(
-            self.compress, messages, budget=budget, counter=counter, reversible=reversible
+            self.compress,
+            messages,
+            budget=budget,
+            counter=counter,
+            reversible=reversible,
+            query=query,
         )
+
+    def _compact(self, conv: Conversation, reversible: bool) -> tuple[Compaction, str | None]:
+        if reversible:
+            return compact_reversibly(self, conv, self.rounds)
+        return Compaction(*self.compact(conv)), None
+
+    def _compact_recalling(
+        self, conv: Conversation, reversible: bool, query: str | None
+    ) -> tuple[Compaction, str | None]:
+        """Compact into the budget less the room what ``query`` recalls wants (at most
+        ``recall_share`` of it), then show the recalled passages in the room left;
+        without a query (or when what must be kept needs the whole budget), compact
+        into the whole budget."""
+        budget, counter = conv.budget, conv.counter
+        share = default_share(conv.messages) if self.recall_share is None else self.recall_share
+        reserve = 0
+        if query and share:
+            index = RecallIndex(conv.messages)
+            cap = int(share * budget)
+            last = len(conv.messages) - 1  # what is answered is never its own source
+            reserve = wanted(index, query, until=last, cap=cap, counter=counter)
+        if reserve and query:
+            try:
+                done, round_id = self._compact(conv.with_budget(budget - reserve), reversible)
+            except BudgetError:
+                done = None
+            if done is not None and counter.count_messages(done.messages) <= budget - reserve:
+                store = get_store(self.rounds.store) if reversible else None
+                return with_recall(done, conv, index, query, store), round_id
+        return self._compact(conv, reversible)
 
     @abstractmethod
     def compact(self, conversation: Conversation) -> Compaction:
@@ -450,6 +506,37 @@ class BaseCompressor(ABC):
     def __repr__(self) -> str:
         opts = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("_"))
         return f"{type(self).__name__}({opts})"
+
+
+def with_recall(
+    done: Compaction,
+    conv: Conversation,
+    index: RecallIndex,
+    query: str,
+    store: VerbatimStore | None,
+) -> Compaction:
+    """``done`` with the passages of ``conv`` (indexed as ``index``) that ``query``
+    recalls, in the room left within the budget; the trace flags what it quotes."""
+    msgs, out = conv.messages, list(done.messages)
+    found = recall(
+        out,
+        msgs,
+        index,
+        query,
+        until=len(msgs) - 1,  # the newest message: shown, and what is answered
+        budget=conv.budget,
+        counter=conv.counter,
+        store=store,
+    )
+    if found is None:
+        return done
+    quoted = set(found.sources)
+    trace = [replace(d, flags=(*d.flags, RECALLED)) if d.index in quoted else d for d in done.trace]
+    return Compaction(found.messages, trace, done.savings)
+
+
+#: The flag of a message a recall block quotes (in part or whole).
+RECALLED = "recalled"
 
 
 def _log(result: CompressionResult) -> None:

@@ -77,8 +77,8 @@ class HybridCompressor(BaseCompressor):
             last = k == len(self.steps) - 1
             try:
                 if isinstance(step, BaseCompressor):  # the chain is made reversible once
-                    result = step.compress(
-                        current, budget=budget, counter=counter, reversible=False
+                    result = step.compress(  # and recalls once, for the whole chain
+                        current, budget=budget, counter=counter, reversible=False, query=False
                     )
                 else:
                     result = step.compress(current, budget=budget, counter=counter)

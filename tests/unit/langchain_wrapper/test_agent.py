@@ -19,12 +19,13 @@ from langgraph.checkpoint.memory import InMemorySaver
 import ctxfold
 from conftest import example_conversations, shared_conversations
 from langchain_ctx import CompressionMiddleware, from_langchain, summarizer_from
-from langchain_ctx.testing import ModelCall, Replay
+from langchain_ctx.testing import ModelCall, Replay, ScriptedChatModel
 
 pytestmark = pytest.mark.filterwarnings("error::DeprecationWarning")
 
 COUNTER = ctxfold.TiktokenCounter()
 ROUND = re.compile(r"\[ctxfold round \w+")
+EXPAND = re.compile(r"\[expand \d+\]")
 
 
 def _trajectory(name: str = "sqlfluff") -> list[ctxfold.Message]:
@@ -55,13 +56,14 @@ def _shape(m: ctxfold.Message) -> tuple[Any, ...]:
 
 
 def _views(calls: list[ModelCall]) -> list[list[tuple[Any, ...]]]:
-    """What each call received, the names of rounds aside (they hash the message ids
-    the agent's state gives, new in every run)."""
+    """What each call received, the names of rounds and stored originals aside (they
+    hash the message ids the agent's state gives, new in every run)."""
     return [[_shape(_unnamed(m)) for m in from_langchain(c.messages)] for c in calls]
 
 
 def _unnamed(m: ctxfold.Message) -> ctxfold.Message:
-    return dataclasses.replace(m, content=ROUND.sub("[ctxfold round", m.text))
+    text = ROUND.sub("[ctxfold round", m.text)
+    return dataclasses.replace(m, content=EXPAND.sub("[expand]", text))
 
 
 @pytest.mark.parametrize("run", ["sync", "async"])
@@ -299,3 +301,24 @@ def test_every_call_is_a_request_chat_anthropic_and_chat_openai_build(system: bo
             for client in clients:
                 payload = client._get_request_payload(call.messages, tools=call.tools)
                 assert payload["messages"]
+
+
+def test_the_users_question_recalls_what_it_needs_from_long_ago() -> None:
+    chat: list[Any] = []
+    for k in range(120):
+        text = f"Turn {k}: we talked about the weather, films and bread again."
+        if k == 6:
+            text = "My gym locker is the blue one next to the sauna."
+        chat.append(HumanMessage(text) if k % 2 == 0 else AIMessage(text))
+    budget = 500
+    model = ScriptedChatModel(responses=[AIMessage("The blue one by the sauna.")])
+    middleware = CompressionMiddleware(budget=budget, strategy="sliding_window")
+    agent = create_agent(model, [], middleware=[middleware], checkpointer=InMemorySaver())
+    question = HumanMessage("Which gym locker is mine?")
+    state = agent.invoke({"messages": [*chat, question]}, _config())
+    (call,) = model.calls
+    assert call.problems(budget) == []  # within the budget, a request strict APIs take
+    seen = from_langchain(call.messages)
+    assert "sauna" in seen[-1].text and seen[-1].text.endswith(question.content)
+    assert len(state["messages"]) == 122  # the state keeps every message as it was
+    assert state["messages"][-2].content == question.content

@@ -96,7 +96,9 @@ def test_a_simple_chat_engine_of_30_turns_sends_at_most_the_limit(run: str) -> N
     assert max(_tokens(sent) for sent in llm.seen) > 0.6 * limit
     for sent in llm.seen:
         assert sent[0].role == MessageRole.SYSTEM and sent[0].content == system
-        assert sent[-1].content.startswith("Day ")  # the question is there, last
+        # The question is there, last (a recall block may open its message).
+        assert sent[-1].role == MessageRole.USER and "what did we decide" in sent[-1].content
+        assert sent[-1].content.rsplit("\n\n", 1)[-1].startswith("Day ")
         assert turn_order_problems(from_llamaindex(sent)) == []
     assert len(memory.get_all()) == 60  # the store keeps every message
     assert len(llm.seen[-1]) < 20
@@ -240,3 +242,30 @@ def test_the_memorys_expand_tool_reads_back_what_a_note_folded() -> None:
 def test_to_llamaindex_takes_openai_dicts() -> None:
     out = to_llamaindex([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}])
     assert [(m.role.value, m.content) for m in out] == [("user", "hi"), ("assistant", "yo")]
+
+
+def _long_chat(turns: int = 120) -> list[ChatMessage]:
+    """A chat whose one fact (a locker by the sauna) was said long ago."""
+    out = []
+    for k in range(turns):
+        role = MessageRole.USER if k % 2 == 0 else MessageRole.ASSISTANT
+        text = f"Turn {k}: we talked about the weather, films and bread again."
+        if k == 6:
+            text = "My gym locker is the blue one next to the sauna."
+        out.append(ChatMessage(role=role, content=text))
+    return out
+
+
+def test_the_question_given_to_get_recalls_what_it_needs_from_long_ago() -> None:
+    limit = 500
+    memory = CompressedChatMemory(token_limit=limit, strategy="sliding_window", store=MemoryStore())
+    memory.set(_long_chat())
+    question = "Which gym locker is mine?"
+    plain = memory.get()
+    asked = memory.get(input=question)  # as CondensePlusContextChatEngine asks
+    assert "sauna" not in " ".join(m.content or "" for m in plain)
+    assert "sauna" in " ".join(m.content or "" for m in asked)
+    assert _tokens(asked) <= limit
+    sent = from_llamaindex([*asked, ChatMessage(role=MessageRole.USER, content=question)])
+    assert turn_order_problems(sent) == []  # the engine adds the question after it
+    assert len(memory.get_all()) == 120  # the store keeps every message as it was

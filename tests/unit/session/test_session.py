@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 import ctxfold
-from ctxfold import BudgetError, ConfigurationError, ExpandError, Message
+from ctxfold import BudgetError, ConfigurationError, ExpandError, Message, to_openai
+from ctxfold.result import RECALL_KEY, without_recall
 from ctxfold.session import Session
 from ctxfold.storage import MemoryStore, RedisStore, SQLiteStore
 from ctxfold.testing import check_tool_integrity
@@ -69,8 +70,13 @@ def test_every_render_fits_keeps_tool_calls_whole_and_extends_the_last(
             assert not turn_order_problems(out)  # a request strict chat APIs accept
         assert [d.index for d in r.trace] == list(range(r.stats.messages_before))
         if k and r.round_id == renders[k - 1].round_id:
-            prev = renders[k - 1].to_openai()
-            assert r.to_openai()[: len(prev)] == prev  # byte for byte, for the cache
+            # Byte for byte up to the previous render's recall block, for the cache;
+            # the view without its block extends the last one's.
+            prev, cur = renders[k - 1].messages, r.messages
+            at = next((j for j, m in enumerate(prev) if RECALL_KEY in m.metadata), len(prev))
+            assert to_openai(cur[:at]) == to_openai(prev[:at])
+            view = to_openai(without_recall(prev))
+            assert to_openai(without_recall(cur))[: len(view)] == view
             extended += 1
     assert session.history == tuple(msgs)  # the record is never altered
     assert extended >= (len(renders) - 1) / 2  # compactions are the exception
@@ -327,7 +333,7 @@ def test_the_default_low_water_leaves_room_for_about_twenty_turns() -> None:
     chat = [Message("system", "Two friends chat.")]
     for k in range(1200):
         chat.append(Message("user" if k % 2 == 0 else "assistant", f"Day {k}: we met at {k}:00."))
-    session = Session(budget=6000, store=MemoryStore())
+    session = Session(budget=6000, store=MemoryStore(), recall_share=0)  # the view alone
     renders = _drive(session, chat, 6000)
     after = [r for p, r in itertools.pairwise(renders) if r.round_id != p.round_id]
     # Short turns: the room for twenty of them is under 10% of the budget (the least).

@@ -1,0 +1,99 @@
+"""The recall block: the recalled passages in time order, each under its speaker and
+its time context, between a head line and an end line; and where it goes in an output
+so that strict chat APIs still take it: as late as it can (at the head of the newest
+user message, or a user turn of its own where one fits)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
+from ..messages import ContentPart, Message
+from ..result import RECALL_END, RECALL_HEAD, RECALL_KEY
+from .index import RecallIndex
+
+__all__ = ["place", "render"]
+
+
+def render(index: RecallIndex, pids: Sequence[int], refs: Mapping[int, str]) -> str:
+    """The block's text for the passages ``pids`` (in time order): a message's
+    passages on one line, cut parts marked ``...``, a message shown in part followed by
+    its reference in ``refs`` (``[expand <id>]``) when there is one; a time line
+    wherever the time context changes."""
+    lines = [f"{RECALL_HEAD} earlier passages that bear on the latest message]"]
+    stamp: str | None = None
+    k = 0
+    while k < len(pids):
+        message = index.passages[pids[k]].message
+        run = [pids[k]]
+        k += 1
+        while k < len(pids) and index.passages[pids[k]].message == message:
+            run.append(pids[k])
+            k += 1
+        when = index.stamps[message]
+        if when and when != stamp:
+            lines.append(f"[{when}]")
+            stamp = when
+        line = _message_line(index, run, refs.get(message))
+        if when:  # a message that opens with its date: the time line shows it
+            line = line.replace(f": [{when}] ", ": ", 1)
+        lines.append(line)
+    lines.append(RECALL_END)
+    return "\n".join(lines)
+
+
+def _message_line(index: RecallIndex, run: list[int], ref: str | None) -> str:
+    passages = index.passages
+    first = passages[run[0]]
+    if first.whole:
+        return f"{index.speakers[first.message]}: {first.text}"
+    span = index.of_message(first.message)
+    parts: list[str] = []
+    for j, pid in enumerate(run):
+        if pid > span.start and (j == 0 or run[j - 1] != pid - 1):
+            parts.append("...")
+        parts.append(("-> " if passages[pid].call else "") + passages[pid].text)
+    if run[-1] < span.stop - 1:
+        parts.append("...")
+    tail = f" {ref}" if ref else ""
+    return f"{index.speakers[first.message]}: {' '.join(parts)}{tail}"
+
+
+def place(messages: Sequence[Message], block: str, sources: list[int]) -> list[Message] | None:
+    """``messages`` with the block as late as strict chat APIs take it (all before it
+    stays byte for byte, for a provider's prompt cache, and it sits next to what is
+    being answered): a user message of its own after closing tool results, else at
+    the head of the newest user message or as a user message of its own before the
+    newest assistant message that can follow one, whichever is later; ``None`` when
+    there is no such place."""
+    meta = {RECALL_KEY: {"sources": sources}}
+    own = Message("user", block, metadata=meta)
+    if messages and messages[-1].role == "tool":  # an agent about to read its results
+        return [*messages, own]
+    for k in range(len(messages) - 1, -1, -1):
+        m = messages[k]
+        if m.role == "user":
+            return [*messages[:k], _opening(m, block, meta), *messages[k + 1 :]]
+        if _fits_alone(messages, k):
+            return [*messages[:k], own, *messages[k:]]
+    return None
+
+
+def _fits_alone(messages: Sequence[Message], at: int) -> bool:
+    """Whether a user message can go at ``at``: an assistant message without pending
+    calls (or a tool result, or the system block) before it, an assistant message
+    after it."""
+    if not 0 < at < len(messages) or messages[at].role != "assistant":
+        return False
+    before = messages[at - 1]
+    return before.role in ("system", "developer", "tool") or (
+        before.role == "assistant" and not before.tool_calls
+    )
+
+
+def _opening(m: Message, block: str, meta: Mapping[str, object]) -> Message:
+    """``m`` with the block at its head (``without_recall`` takes it off again)."""
+    merged = {**m.metadata, **meta}
+    if isinstance(m.content, tuple):
+        return replace(m, content=(ContentPart("text", block), *m.content), metadata=merged)
+    return replace(m, content=f"{block}\n\n{m.content}", metadata=merged)

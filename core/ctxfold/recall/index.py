@@ -1,0 +1,150 @@
+"""A lexical index over a history's passages (a short message whole, a long one in
+runs of sentences or lines, a tool call by its name and arguments), scored BM25-style
+against a query's terms; built once and extended as a conversation grows."""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_left
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from .._state import LRU, memo
+from ..messages import Message, speaker_tag
+from ..result import SYSTEM_ROLES
+from ..text.primitives import split_lines, split_sentences
+from ..tokens import TokenCounter
+from .stamps import stamp_of
+from .terms import terms
+
+__all__ = ["PASSAGE_CHARS", "Passage", "RecallIndex"]
+
+#: A passage holds about this many characters (about 80 tokens): a chat message is
+#: one, a long one is cut in runs of whole sentences or lines this long.
+PASSAGE_CHARS = 320
+_K1, _B = 1.2, 0.75  # BM25's term saturation and length normalization
+
+
+@dataclass(frozen=True, slots=True)
+class Passage:
+    """A piece of history message ``message``: its ``text`` and whether that is the
+    message's whole text (``whole``); ``call`` when it shows a tool call."""
+
+    message: int
+    text: str
+    whole: bool
+    call: bool = False
+
+
+_SPLIT: LRU[tuple[tuple[str, bool, bool], ...]] = memo(20_000)
+
+
+def passages_of(m: Message) -> tuple[tuple[str, bool, bool], ...]:
+    """``(text, whole, call)`` of each passage of ``m`` (memoized by content)."""
+    hit = _SPLIT.get(m.fingerprint)
+    if hit is None:
+        hit = tuple(_split(m))
+        _SPLIT.put(m.fingerprint, hit)
+    return hit
+
+
+def _split(m: Message) -> Iterable[tuple[str, bool, bool]]:
+    text = m.text.strip()
+    calls = [f"{c.name}({c.arguments})" for c in m.tool_calls]
+    if text and len(text) <= PASSAGE_CHARS * 3 // 2:
+        yield text, not calls, False
+    elif text:
+        lines = text.count("\n") >= 3
+        run = ""
+        for seg in split_lines(text) if lines else split_sentences(text):
+            if run and len(run) + len(seg) > PASSAGE_CHARS:
+                yield run.strip(), False, False
+                run = ""
+            run += seg
+        if run.strip():
+            yield run.strip(), False, False
+    for call in calls:
+        yield call[: PASSAGE_CHARS * 2], False, True
+
+
+class RecallIndex:
+    """BM25 over the passages of a growing history (system messages are not indexed:
+    they are always shown). :meth:`extend` adds messages; :meth:`search` scores the
+    passages of the messages before a point."""
+
+    def __init__(self, messages: Sequence[Message] = ()) -> None:
+        self.passages: list[Passage] = []
+        self.speakers: list[str] = []  # per message
+        self.stamps: list[str | None] = []  # per message: its time context
+        self._first: list[int] = [0]  # per message: its first passage; then the count
+        self._postings: dict[str, list[tuple[int, int]]] = {}
+        self._lengths: list[int] = []
+        self._total = 0
+        self._costs: dict[tuple[str, int], int] = {}
+        self.extend(messages)
+
+    def __len__(self) -> int:
+        return len(self.speakers)
+
+    def extend(self, messages: Iterable[Message]) -> None:
+        """Index ``messages``, the history's next ones."""
+        postings = self._postings
+        for m in messages:
+            k = len(self.speakers)
+            own = stamp_of(m)
+            self.stamps.append(own if own else (self.stamps[-1] if self.stamps else None))
+            self.speakers.append(speaker_tag(m))
+            if m.role not in SYSTEM_ROLES:
+                name = (m.name or "").lower()
+                for text, whole, call in passages_of(m):
+                    pid = len(self.passages)
+                    self.passages.append(Passage(k, text, whole, call))
+                    found = Counter(terms(text))
+                    if name:
+                        found[name] += 1
+                    for term, tf in found.items():
+                        postings.setdefault(term, []).append((pid, tf))
+                    size = sum(found.values())
+                    self._lengths.append(size)
+                    self._total += size
+            self._first.append(len(self.passages))
+
+    def cost(self, pid: int, counter: TokenCounter) -> int:
+        """The tokens passage ``pid`` takes in a recall block (counted once)."""
+        key = (counter.name, pid)
+        hit = self._costs.get(key)
+        if hit is None:
+            hit = self._costs[key] = counter.count_text(self.line(pid)) + 1
+        return hit
+
+    def line(self, pid: int) -> str:
+        """A passage as a recall block shows it alone: ``speaker: text``."""
+        p = self.passages[pid]
+        return f"{self.speakers[p.message]}{' ->' if p.call else ':'} {p.text}"
+
+    def of_message(self, k: int) -> range:
+        """The ids of message ``k``'s passages."""
+        return range(self._first[k], self._first[k + 1])
+
+    def search(self, query: Iterable[str], *, before: int) -> dict[int, float]:
+        """The BM25 score of each passage of the messages before ``before`` that holds
+        a term of ``query`` (each term counted once)."""
+        end = self._first[min(before, len(self.speakers))]
+        n = len(self.passages)
+        if not end or not n:
+            return {}
+        avg = self._total / n
+        lengths = self._lengths
+        scores: dict[int, float] = {}
+        for term in dict.fromkeys(query):
+            posting = self._postings.get(term)
+            if not posting:
+                continue
+            df = len(posting)
+            idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+            stop = bisect_left(posting, (end, 0))
+            for pid, tf in posting[:stop]:
+                norm = tf + _K1 * (1.0 - _B + _B * lengths[pid] / avg)
+                scores[pid] = scores.get(pid, 0.0) + idf * tf * (_K1 + 1.0) / norm
+        return scores

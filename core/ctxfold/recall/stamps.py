@@ -1,0 +1,51 @@
+"""The time context of a message: when it was said, as the conversation shows it (a
+date or session header at the head of a message, ``[1:56 pm on 8 May, 2023]``) or as
+its metadata records it (``timestamp``, ``created_at``, ``date``). A message without
+one is dated by the newest one before it."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from typing import Any
+
+from ..messages import Message
+
+__all__ = ["stamp_of"]
+
+# A bracketed head of 4 to 48 characters that holds a date or a time of day.
+_HEAD = re.compile(r"\s*\[([^\[\]\n]{4,48})\]")
+_MONTH = re.compile(
+    r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\b|"
+    r"\d{4}-\d{2}-\d{2}|\d{1,2}:\d{2}|\d{1,2}/\d{1,2}/\d{2,4}",
+    re.IGNORECASE,
+)
+_KEYS = ("timestamp", "created_at", "date", "time")
+
+
+def stamp_of(m: Message) -> str | None:
+    """When ``m`` was said, if it says: its leading date header, else a time in its
+    metadata (a string as written, a number as seconds since the epoch, in UTC)."""
+    head = _HEAD.match(m.text)
+    if head and _MONTH.search(head.group(1)) and any(c.isdigit() for c in head.group(1)):
+        return head.group(1).strip()
+    return _from_metadata(m.metadata)
+
+
+def _from_metadata(meta: Mapping[str, Any]) -> str | None:
+    for key in _KEYS:
+        value = meta.get(key)
+        if isinstance(value, bool):
+            continue
+        if isinstance(value, str) and value.strip():
+            return value.strip()[:48]
+        if isinstance(value, (int, float)):
+            try:
+                when = datetime.fromtimestamp(float(value), tz=timezone.utc)
+            except (OverflowError, OSError, ValueError):
+                continue
+            return when.strftime("%Y-%m-%d %H:%M UTC")
+        if isinstance(value, datetime):
+            return value.isoformat(sep=" ", timespec="minutes")
+    return None

@@ -1,0 +1,53 @@
+"""The words retrieval matches on: the engine's own tokenization of a text into terms
+(lower-cased words and numbers, identifiers whole and in parts, stop words out, a light
+stemming), the same for a question and for the history, so that they meet."""
+
+from __future__ import annotations
+
+import re
+
+from .._state import LRU, memo
+from ..text.primitives import find_identifiers
+from ..text.wordlists import word_list
+
+__all__ = ["stem", "terms"]
+
+_STOP = word_list("stop_words")
+_WORD = re.compile(r"[a-z]+|\d+(?:[.,:]\d+)*")
+# Identifier kinds whose value is worth matching whole (a path, a function name): its
+# parts are matched as words too.
+_WHOLE = frozenset({"path", "url", "dotted", "id", "snake", "camel", "code"})
+_TERMS: LRU[tuple[str, ...]] = memo(20_000)
+
+
+def stem(word: str) -> str:
+    """A light English stemmer: enough that "paints", "painted" and "painting" meet,
+    never so much that two different words do often."""
+    n = len(word)
+    if n > 4 and word.endswith("ies"):
+        return word[:-3] + "y"
+    if n > 5 and word.endswith("ing"):
+        return word[:-3]
+    if n > 4 and word.endswith("ed") and not word.endswith("eed"):
+        return word[:-2]
+    if n > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-1]
+    return word
+
+
+def terms(text: str) -> tuple[str, ...]:
+    """The terms of ``text``, in order, repeats kept (memoized by text): each word
+    and number (lower-cased, stop words out, stemmed), and each identifier whole
+    (``auth/middleware.ts``, ``HAT039``) besides its parts."""
+    hit = _TERMS.get(text)
+    if hit is None:
+        hit = _terms(text)
+        _TERMS.put(text, hit)
+    return hit
+
+
+def _terms(text: str) -> tuple[str, ...]:
+    low = text.lower()
+    out = [stem(w) for w in _WORD.findall(low) if w not in _STOP and (len(w) > 1 or w.isdigit())]
+    out += [value.lower() for kind, value, _, _ in find_identifiers(text) if kind in _WHOLE]
+    return tuple(out)

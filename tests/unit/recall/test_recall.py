@@ -1,0 +1,283 @@
+"""Query-aware recall: what a question needs comes back from anywhere in the history,
+in a block strict chat APIs take, reversible, within the budget."""
+
+from __future__ import annotations
+
+import pytest
+
+import ctxfold
+from ctxfold import ConfigurationError, Message, from_openai, to_openai
+from ctxfold.recall import RecallIndex, default_query, resolve_query
+from ctxfold.recall.stamps import stamp_of
+from ctxfold.recall.terms import terms
+from ctxfold.result import RECALL_END, RECALL_HEAD, RECALL_KEY, without_recall
+from ctxfold.session import Session
+from ctxfold.storage import MemoryStore
+from ctxfold.testing import check_tool_integrity
+from ctxfold.validity import tool_pairing_problems, turn_order_problems
+
+COUNTER = ctxfold.get_counter("o200k_base")
+FILLER = [
+    "We watched a film about the ocean and the kids loved the whales.",
+    "I baked bread this morning; the crust came out a little too dark.",
+    "The weather turned cold, so we spent the afternoon reading inside.",
+    "My sister called about the holidays and we talked for an hour.",
+    "I finally fixed the squeaky door in the hallway with some oil.",
+    "The garden needs work; the tomatoes are not doing well this year.",
+]
+
+
+def _chat(facts: dict[int, str], turns: int = 160) -> list[Message]:
+    """A long chat between Ana and Ben over dated sessions, ``facts`` said by Ana at
+    the turns given, filler elsewhere."""
+    msgs = [Message("system", "You are Ben, chatting with Ana over many sessions.")]
+    for k in range(turns):
+        text = facts.get(k, FILLER[k % len(FILLER)] + f" (turn {k})")
+        if k % 40 == 0:
+            text = f"[10:00 am on {k // 40 + 1} March, 2024] {text}"
+        name, role = ("Ana", "user") if k % 2 == 0 else ("Ben", "assistant")
+        msgs.append(Message(role, text, name=name))
+    return msgs
+
+
+LOCKER = {10: "By the way, my gym locker code is 4471, I keep forgetting it.", 11: "Noted!"}
+
+
+def _budget(msgs: list[Message], share: float = 0.1) -> int:
+    return int(COUNTER.count_messages(msgs) * share)
+
+
+def _shown(result: ctxfold.CompressionResult, question: str) -> str:
+    return "\n".join(m.text for m in result.messages).replace(question, "")
+
+
+# ------------------------------------------------------------------ the words
+
+
+def test_terms_hold_words_numbers_and_identifiers_whole_and_in_parts() -> None:
+    found = terms("The painted bowls at src/auth/middleware.ts:42 cost 12.50 for HAT039")
+    assert {"paint", "bowl", "12.50", "hat039", "src/auth/middleware.ts:42"} <= set(found)
+    assert {"auth", "middleware"} <= set(found)  # the parts of an identifier match too
+    assert "the" not in found and "at" not in found  # stop words are no terms
+    assert terms("painting") == terms("paints") == ("paint",)
+
+
+def test_a_message_is_dated_by_its_header_its_metadata_or_the_one_before() -> None:
+    assert stamp_of(Message("user", "[1:56 pm on 8 May, 2023] Hi!")) == "1:56 pm on 8 May, 2023"
+    assert stamp_of(Message("user", "[shares a photo of a dog] Look!")) is None
+    assert stamp_of(Message("user", "hi", metadata={"timestamp": 0})) == "1970-01-01 00:00 UTC"
+    assert stamp_of(Message("user", "hi", metadata={"date": "2024-03-01"})) == "2024-03-01"
+    index = RecallIndex(_chat({}, 50))
+    assert index.stamps[1] == index.stamps[40] == "10:00 am on 1 March, 2024"
+    assert index.stamps[41] == "10:00 am on 2 March, 2024"
+    assert index.stamps[0] is None  # the system prompt, before any date
+
+
+def test_an_index_extended_message_by_message_scores_as_one_built_at_once() -> None:
+    msgs = _chat(LOCKER)
+    whole, grown = RecallIndex(msgs), RecallIndex()
+    for m in msgs:
+        grown.extend([m])
+    query = terms("What is my gym locker code?")
+    assert grown.search(query, before=len(msgs)) == whole.search(query, before=len(msgs))
+    found = whole.search(query, before=len(msgs))
+    best = max(found, key=found.__getitem__)
+    assert "4471" in whole.passages[best].text
+    assert all(whole.passages[p].message < 11 for p in whole.search(query, before=11))
+
+
+# ------------------------------------------------------------------ the query
+
+
+def test_the_default_query_is_the_last_user_message_or_the_newest_calls_and_errors() -> None:
+    chat = [*_chat({}, 4), Message("user", "What did I bake?", name="Ana")]
+    assert default_query(chat) == "What did I bake?"
+    assert default_query(chat[:-1]) is None  # an assistant message last: nothing asked
+    agent = from_openai(
+        [
+            {"role": "user", "content": "Fix the failing test."},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "c1",
+                        "type": "function",
+                        "function": {"name": "bash", "arguments": '{"cmd": "pytest tests/a.py"}'},
+                    }
+                ],
+            },
+            {
+                "role": "tool",
+                "tool_call_id": "c1",
+                "content": "collected 3 items\nE   KeyError: 'user_id'\n2 passed, 1 failed",
+            },
+        ]
+    )
+    query = default_query(agent)
+    assert query is not None
+    assert "pytest tests/a.py" in query and "KeyError: 'user_id'" in query
+    assert "collected 3 items" not in query  # only the lines that report an error
+    assert resolve_query(chat, False) is None
+    assert resolve_query(chat, "  locker code ") == "locker code"
+    assert resolve_query(chat, "") is None
+
+
+def test_a_query_of_another_type_is_a_clear_error() -> None:
+    msgs = [*_chat(LOCKER), Message("user", "What is my locker code?", name="Ana")]
+    with pytest.raises(ConfigurationError, match="query must be a string"):
+        ctxfold.compress(msgs, budget=_budget(msgs), query=3)  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="recall_share"):
+        ctxfold.compress(msgs, budget=_budget(msgs), recall_share=1.5)
+    with pytest.raises(ConfigurationError, match="recall_share"):
+        Session(recall_share=-0.1)
+
+
+# ------------------------------------------------------------------ compress
+
+
+def _asked(question: str = "Ana, what is my gym locker code again?") -> list[Message]:
+    return [*_chat(LOCKER), Message("user", question, name="Ana")]
+
+
+# ``sliding_window`` keeps only the newest turns: what is older comes back by recall
+# alone (``auto`` finds much of it without: its selection scores the question's words).
+WINDOW = "sliding_window"
+
+
+def test_the_question_last_brings_back_its_answer_from_long_ago() -> None:
+    msgs = _asked()
+    budget = _budget(msgs)
+    recalled = ctxfold.compress(msgs, budget=budget, strategy=WINDOW)
+    plain = ctxfold.compress(msgs, budget=budget, strategy=WINDOW, query=False)
+    question = msgs[-1].text
+    assert "4471" in _shown(recalled, question)
+    assert "4471" not in _shown(plain, question)  # the budget alone would have lost it
+    assert recalled.stats.tokens_after <= budget
+    assert not any(RECALL_KEY in m.metadata for m in plain.messages)
+
+
+def test_the_block_opens_the_question_with_speakers_and_dates() -> None:
+    msgs = _asked()
+    result = ctxfold.compress(msgs, budget=_budget(msgs), strategy=WINDOW)
+    last = result.messages[-1]
+    assert last.role == "user" and last.text.startswith(RECALL_HEAD)
+    assert last.text.endswith(f"{RECALL_END}\n\n{msgs[-1].text}")  # the question, whole
+    block = last.text.split(RECALL_END)[0]
+    lines = block.splitlines()
+    at = next(k for k, line in enumerate(lines) if "4471" in line)
+    assert lines[at].startswith("Ana: ")
+    assert "[10:00 am on 1 March, 2024]" in lines[:at]  # the date of that session, above
+    assert last.metadata[RECALL_KEY]["sources"] and 11 in last.metadata[RECALL_KEY]["sources"]
+    assert any("recalled" in d.flags for d in result.trace if d.index == 11)
+
+
+def test_an_explicit_query_recalls_when_no_user_message_is_last() -> None:
+    msgs = _chat(LOCKER)  # Ben speaks last
+    budget = _budget(msgs)
+    plain = ctxfold.compress(msgs, budget=budget, strategy=WINDOW)
+    assert "4471" not in "\n".join(m.text for m in plain.messages)
+    result = ctxfold.compress(msgs, budget=budget, strategy=WINDOW, query="gym locker code")
+    assert "4471" in "\n".join(m.text for m in result.messages)
+    assert turn_order_problems(result.messages) == []
+    assert result.stats.tokens_after <= budget
+
+
+@pytest.mark.parametrize(
+    "strategy", ["auto", "sliding_window", "hierarchical", "semantic", "hybrid", "summarize"]
+)
+def test_every_strategy_that_selects_recalls_and_stays_a_valid_request(strategy: str) -> None:
+    msgs = _asked()
+    budget = _budget(msgs, 0.2)
+    result = ctxfold.compress(msgs, budget=budget, strategy=strategy)
+    assert "4471" in _shown(result, msgs[-1].text), strategy
+    assert result.stats.tokens_after <= budget
+    assert turn_order_problems(result.messages) == []
+    again = ctxfold.compress(msgs, budget=budget, strategy=strategy)
+    assert to_openai(again.messages) == to_openai(result.messages)  # deterministic
+
+
+def test_a_reversible_result_expands_to_the_history_without_its_block() -> None:
+    msgs = _asked()
+    store = MemoryStore()
+    result = ctxfold.compress(msgs, budget=_budget(msgs), store=store)
+    assert any(RECALL_KEY in m.metadata for m in result.messages)
+    back = ctxfold.expand(result, store=store)
+    assert back.complete and to_openai(back.messages) == to_openai(msgs)
+    # Read back as OpenAI dicts (no metadata), the block is known by its text.
+    dicts = from_openai(result.to_openai())
+    assert to_openai(ctxfold.expand(dicts, store=store).messages) == to_openai(msgs)
+    assert len(without_recall(dicts)) == len(dicts)  # it opened the question
+
+
+def test_a_passage_of_a_long_message_names_its_stored_original() -> None:
+    report = (
+        "Here is the incident report. "
+        + " ".join(
+            f"Step {k}: the team checked rack {k} and found nothing wrong." for k in range(30)
+        )
+        + " The root cause was a failed fan in rack B7, replaced on Tuesday."
+        + " ".join(f" Note {k}: follow-up {k} is scheduled." for k in range(30))
+    )
+    msgs = _chat({20: report, 21: "Thanks for the report."})
+    msgs.append(Message("user", "What was the root cause of the incident, which rack?", name="Ana"))
+    store = MemoryStore()
+    budget = _budget(msgs)
+    result = ctxfold.compress(msgs, budget=budget, strategy=WINDOW, reversible=True, store=store)
+    block = result.messages[-1].text.split(RECALL_END)[0]
+    line = next(line for line in block.splitlines() if "rack B7" in line)
+    assert "..." in line  # a part of the message, marked as such
+    marker = line.rsplit("[expand ", 1)[1].rstrip("]")
+    assert report in ctxfold.expand(marker, store=store)
+
+
+def test_a_tool_run_keeps_its_calls_whole_with_recall_on() -> None:
+    _, msgs = next((n, m) for n, m in _examples() if "sqlfluff" in n)
+    budget = COUNTER.count_messages(msgs) // 4
+    result = ctxfold.compress(msgs, budget=budget, recall_share=0.3)
+    assert result.stats.tokens_after <= budget
+    check_tool_integrity(msgs, list(result.messages))
+    assert tool_pairing_problems(result.messages) == []
+    default = ctxfold.compress(msgs, budget=budget)  # in an agent's run: off by default
+    assert not any(RECALL_KEY in m.metadata for m in default.messages)
+
+
+def _examples() -> list[tuple[str, list[Message]]]:
+    from tests.conftest import example_conversations
+
+    return example_conversations()
+
+
+# ------------------------------------------------------------------ sessions
+
+
+def test_a_session_recalls_for_each_question_and_keeps_its_prefix() -> None:
+    msgs = _chat(LOCKER, 200)
+    budget = _budget(msgs, 0.15)
+    session = Session(budget=budget, strategy=WINDOW, store=MemoryStore())
+    session.add(msgs)
+    first = session.render(query=False)
+    assert "4471" not in "\n".join(m.text for m in first.messages)
+    asked = session.render(query="what is the gym locker code?")
+    assert "4471" in "\n".join(m.text for m in asked.messages)
+    assert asked.stats.tokens_after <= budget
+    assert turn_order_problems(asked.messages) == []
+    at = next(k for k, m in enumerate(asked.messages) if RECALL_KEY in m.metadata)
+    again = session.render(query=False)
+    assert to_openai(asked.messages[:at]) == to_openai(again.messages[:at])  # cache holds
+    session.add(Message("user", "Remind me, my gym locker code?", name="Ana"))
+    by_default = session.render()
+    assert "4471" in by_default.messages[-1].text.split(RECALL_END)[0]
+    assert session.history == (*msgs, session.history[-1])  # the history is never altered
+
+
+def test_a_session_reopened_renders_the_same_recall(tmp_path: object) -> None:
+    path = f"sqlite:///{tmp_path}/s.db"
+    msgs = [*_chat(LOCKER, 200), Message("user", "My gym locker code?", name="Ana")]
+    budget = _budget(msgs, 0.15)
+    first = Session("s", budget=budget, strategy=WINDOW, store=path)
+    first.add(msgs)
+    rendered = first.render()
+    again = Session.load("s", store=path, budget=budget, strategy=WINDOW).render()
+    assert to_openai(again.messages) == to_openai(rendered.messages)
+    assert "4471" in rendered.messages[-1].text
