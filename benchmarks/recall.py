@@ -14,9 +14,11 @@ compressor; LoCoMo conversations share no message, so each conversation's first 
 is cold, the others reuse its analysis as a process would).
 
 Methods, in the same run: ``auto`` (ctxfold's default strategy, which recalls for
-the last user message), ``auto, query=False`` (no recall), ``session`` (a
+the last user message), ``auto + wordllama`` (its recall fused with WordLlama's
+similarity), ``auto, query=False`` (no recall), ``session`` (a
 ``ctxfold.Session`` over the history, asked ``render(query=question)``: its ms is what
-recall adds to a render, median of that render's time less a render without a query),
+recall adds to a render, median of that render's time less a render without a query;
+``session + wordllama`` likewise),
 LangChain ``trim_messages`` (the newest messages), LlamaIndex ``ChatMemoryBuffer``, and
 two baselines written here: ``bm25`` (whole messages ranked by BM25 against the
 question's words, kept in time order while they fit) and ``bm25+neighbours`` (the
@@ -117,7 +119,7 @@ def auto_method(**options: Any) -> Method:
     return run
 
 
-def session_method() -> Method:
+def session_method(**settings: Any) -> Method:
     """A session per conversation and budget, asked with the question as its query;
     the seconds are what the query adds to a render (a render without one, timed
     just before, subtracted)."""
@@ -127,7 +129,8 @@ def session_method() -> Method:
         key = (str(raw[1]["content"]), budget)
         session = sessions.get(key)
         if session is None:
-            session = ctxfold.Session(budget=budget, store=ctxfold.storage.MemoryStore())
+            store = ctxfold.storage.MemoryStore()
+            session = ctxfold.Session(budget=budget, store=store, **settings)
             session.add(raw[:-1])
             session.render(query=False)
             sessions[key] = session
@@ -165,8 +168,10 @@ def main() -> None:
     records = [json.loads(line) for line in lines if line.strip()]
     methods: dict[str, Method | None] = {
         "auto": auto_method(),
+        "auto + wordllama": auto_method(recall_embedder="wordllama"),
         "auto, query=False": auto_method(query=False),
         "session": session_method(),
+        "session + wordllama": session_method(recall_embedder="wordllama"),
         "bm25": bm25_method(neighbours=False),
         "bm25+neighbours": bm25_method(neighbours=True),
         "trim_messages": trim_messages_method(),

@@ -58,9 +58,9 @@ class CompressionMiddleware(AgentMiddleware[CompressionState, Any, Any]):
     When the newest message is the user's, the passages of the older history it
     recalls are shown at its head (see :meth:`ctxfold.Session.render`).
 
-    ``strategy``, ``counter``, ``cache_stable``, ``low_water``, ``high_water`` and
-    ``recall_share`` are those of :class:`ctxfold.Session` (a summarizer model goes
-    in the strategy:
+    ``strategy``, ``counter``, ``cache_stable``, ``low_water``, ``high_water``,
+    ``recall_share`` and ``recall_embedder`` are those of :class:`ctxfold.Session`
+    (a summarizer model goes in the strategy:
     ``strategy=("auto", {"summarizer": summarizer_from(model)})``, its calls tagged
     so they stay out of the agent's stream). Sessions of the ``max_threads`` threads
     used last stay in memory; another is rebuilt from its state when it returns.

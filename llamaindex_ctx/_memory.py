@@ -31,9 +31,9 @@ class CompressedChatMemory(BaseMemory):
     (never an empty history), and between compactions each view is the last one plus
     what is new. Tool-call and non-text blocks are counted.
 
-    ``strategy``, ``counter``, ``cache_stable``, ``low_water``, ``high_water`` and
-    ``recall_share`` are those of :class:`ctxfold.Session`, checked when the memory
-    is made; ``session_id``
+    ``strategy``, ``counter``, ``cache_stable``, ``low_water``, ``high_water``,
+    ``recall_share`` and ``recall_embedder`` are those of :class:`ctxfold.Session`,
+    checked when the memory is made; ``session_id``
     and ``store`` name where the session keeps its compactions (a persistent store and
     the same id let a new process take up where the last one stopped).
 
@@ -52,6 +52,7 @@ class CompressedChatMemory(BaseMemory):
     low_water: float | None = None
     high_water: float = 1.0
     recall_share: float | None = None
+    recall_embedder: Any = None
     session_id: str | None = None
     store: Any = Field(default=None, exclude=True)
     _follower: Follower[ChatMessage] = PrivateAttr()
@@ -70,6 +71,7 @@ class CompressedChatMemory(BaseMemory):
             low_water=self.low_water,
             high_water=self.high_water,
             recall_share=self.recall_share,
+            recall_embedder=self.recall_embedder,
         )
         self._follower = Follower(session, from_llamaindex)
 

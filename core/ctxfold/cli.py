@@ -26,6 +26,7 @@ from ._json import TooDeepError
 from ._json import loads as json_loads
 from .exceptions import BudgetError, CtxfoldError, InvalidMessageError
 from .messages import Message, from_openai, to_openai
+from .recall import Query
 from .rendering import normalize_renderer
 from .rendering.turns import turns_from_messages
 from .result import CompressionResult
@@ -179,14 +180,21 @@ def _cmd_compress(args: argparse.Namespace) -> int:
     # Without --store, originals would go to this process's memory, gone when it ends:
     # the output is plain unless the options ask otherwise.
     reversible = None if "reversible" in options else False
+    query: Query = False if args.no_recall else args.query
     results: list[tuple[Conversation, CompressionResult]] = []
     for conv in convs:
         budget = _budget_for(args.budget, counter.count_messages(conv.messages))
         try:
             if isinstance(compressor, BaseCompressor):
                 result = compressor.compress(
-                    conv.messages, budget=budget, counter=counter, reversible=reversible
+                    conv.messages,
+                    budget=budget,
+                    counter=counter,
+                    reversible=reversible,
+                    query=query,
                 )
+            elif query is not None:
+                raise CliError(f"{args.strategy} takes no query: leave out --query, --no-recall")
             else:
                 result = compressor.compress(conv.messages, budget=budget, counter=counter)
         except BudgetError as exc:
@@ -445,6 +453,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="keep the originals here and make the output reversible: "
         "sqlite:///originals.db (or a .db path) or redis://host:6379/0",
     )
+    q = c.add_mutually_exclusive_group()
+    q.add_argument(
+        "--query",
+        help="recall the older passages this text bears on (default: the last message, "
+        "when it is the user's)",
+    )
+    q.add_argument("--no-recall", action="store_true", help="recall nothing for a query")
     c.set_defaults(run=_cmd_compress)
     e = sub.add_parser(
         "expand", help="give back what a reversible compression folded (see compress --store)"

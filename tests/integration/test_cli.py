@@ -261,3 +261,22 @@ def test_help_documents_the_exit_codes(capsys):
         main(["--help"])
     out = " ".join(capsys.readouterr().out.split())  # argparse wraps the epilog
     assert "exit codes: 0 success; 1" in out and "3 the output cannot be written" in out
+
+
+def test_query_recalls_older_passages_and_no_recall_turns_it_off(capsys, tmp_path):
+    turns = [{"role": "system", "content": "You are Ben."}]
+    for k in range(120):
+        text = f"Turn {k}: the weather, films and bread again."
+        if k == 8:
+            text = "My gym locker is the blue one next to the sauna."
+        turns.append({"role": "user" if k % 2 == 0 else "assistant", "content": text})
+    path = tmp_path / "chat.json"
+    path.write_text(json.dumps(turns))
+    args = ["compress", str(path), "--budget", "10%", "--strategy", "sliding_window"]
+    code, out, _ = run(capsys, *args, "--query", "which gym locker is mine?")
+    assert code == 0 and "sauna" in out
+    with pytest.raises(SystemExit) as usage:  # one or the other
+        run(capsys, *args, "--no-recall", "--query", "x")
+    assert usage.value.code == 2 and "not allowed with" in capsys.readouterr().err
+    code, out, _ = run(capsys, *args, "--no-recall")
+    assert code == 0 and "sauna" not in out

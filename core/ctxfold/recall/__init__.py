@@ -9,11 +9,11 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from ..messages import Message
-from ..result import RECALL_END, RECALL_HEAD
+from ..result import RECALL_END
 from ..reversible.records import Batch, marker
 from ..storage.store import VerbatimStore
 from ..tokens import TokenCounter
-from .block import place, render
+from .block import HEAD_LINE, place, render
 from .index import Passage, RecallIndex
 from .query import Query, default_query, resolve_query
 from .select import Pick, choose
@@ -34,10 +34,11 @@ __all__ = [
 
 #: The share of a budget at most kept for what a query recalls (the rest compacts).
 #: In a chat, most of it: older turns are memory, and the question says which part
-#: matters (tuned on two LoCoMo conversations: 0.5 kept 84.0% of the answers at 10%,
-#: 0.7 85.3%, 0.8 84.0%). In an agent's run none by default: its newest tool output
-#: is the working state and its note lists the identifiers, and even 0.2 cost
-#: identifiers (tau-bench kept 87.7% at 10% where it keeps 99.3%); set
+#: matters (tuned on two LoCoMo conversations: 0.6, 0.7 and 0.8 kept 86.7% of the
+#: answers at 10% and 74.7%, 73.3%, 73.3% at 3%; 0.9 69.3% at 3%, too little left
+#: for what must be kept; 0.5 84.0% at 10%). In an agent's run none by default: its
+#: newest tool output is the working state and its note lists the identifiers, and
+#: even 0.2 cost identifiers (tau-bench kept 87.7% at 10% where it keeps 99.3%); set
 #: ``recall_share`` to recall for the newest tool calls and errors there.
 CHAT_SHARE = 0.7
 AGENT_SHARE = 0.0
@@ -126,7 +127,7 @@ def wanted(index: RecallIndex, query: str, *, until: int, cap: int, counter: Tok
 
 def _frame(counter: TokenCounter) -> int:
     """The tokens of the block's head and end lines, time lines and message framing."""
-    return counter.count_text(f"{RECALL_HEAD} earlier passages that bear on it]\n{RECALL_END}") + 8
+    return counter.count_text(f"{HEAD_LINE}\n{RECALL_END}") + 8
 
 
 def _references(

@@ -12,7 +12,10 @@ from ..messages import ContentPart, Message
 from ..result import RECALL_END, RECALL_HEAD, RECALL_KEY
 from .index import RecallIndex
 
-__all__ = ["place", "render"]
+__all__ = ["HEAD_LINE", "place", "render"]
+
+#: The block's first line.
+HEAD_LINE = f"{RECALL_HEAD} earlier passages that bear on the latest message]"
 
 
 def render(index: RecallIndex, pids: Sequence[int], refs: Mapping[int, str]) -> str:
@@ -20,7 +23,7 @@ def render(index: RecallIndex, pids: Sequence[int], refs: Mapping[int, str]) -> 
     passages on one line, cut parts marked ``...``, a message shown in part followed by
     its reference in ``refs`` (``[expand <id>]``) when there is one; a time line
     wherever the time context changes."""
-    lines = [f"{RECALL_HEAD} earlier passages that bear on the latest message]"]
+    lines = [HEAD_LINE]
     stamp: str | None = None
     k = 0
     while k < len(pids):

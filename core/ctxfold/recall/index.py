@@ -9,14 +9,21 @@ from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .._state import LRU, memo
 from ..messages import Message, speaker_tag
+from ..models.embedders import Embedder, embed
 from ..result import SYSTEM_ROLES
 from ..text.primitives import split_lines, split_sentences
+from ..text.scoring import features
 from ..tokens import TokenCounter
 from .stamps import stamp_of
 from .terms import terms
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 __all__ = ["PASSAGE_CHARS", "Passage", "RecallIndex"]
 
@@ -73,7 +80,12 @@ class RecallIndex:
     they are always shown). :meth:`extend` adds messages; :meth:`search` scores the
     passages of the messages before a point."""
 
-    def __init__(self, messages: Sequence[Message] = ()) -> None:
+    def __init__(
+        self, messages: Sequence[Message] = (), *, embedder: Embedder | None = None
+    ) -> None:
+        self.embedder = embedder
+        self._vectors: list[npt.NDArray[np.float32]] = []  # blocks of passage rows
+        self._embedded = 0  # passages embedded so far
         self.passages: list[Passage] = []
         self.speakers: list[str] = []  # per message
         self.stamps: list[str | None] = []  # per message: its time context
@@ -82,6 +94,7 @@ class RecallIndex:
         self._lengths: list[int] = []
         self._total = 0
         self._costs: dict[tuple[str, int], int] = {}
+        self._carries: dict[int, float] = {}
         self.extend(messages)
 
     def __len__(self) -> int:
@@ -118,10 +131,42 @@ class RecallIndex:
             hit = self._costs[key] = counter.count_text(self.line(pid)) + 1
         return hit
 
+    def carries(self, pid: int) -> float:
+        """What passage ``pid`` carries besides its words (identifiers, numbers,
+        errors, decisions: the engine's base score of a sentence), found once."""
+        hit = self._carries.get(pid)
+        if hit is None:
+            hit = self._carries[pid] = features(self.passages[pid].text).base
+        return hit
+
     def line(self, pid: int) -> str:
         """A passage as a recall block shows it alone: ``speaker: text``."""
         p = self.passages[pid]
         return f"{self.speakers[p.message]}{' ->' if p.call else ':'} {p.text}"
+
+    def similar(self, query: str, *, before: int) -> dict[int, float]:
+        """The embedder's cosine similarity of ``query`` to each passage of the
+        messages before ``before`` (empty without an embedder); passages are embedded
+        once, as they are first needed (with the query, each time, by an embedder
+        whose vectors depend on their batch, such as TF-IDF)."""
+        end = self._first[min(before, len(self.speakers))]
+        if self.embedder is None or not end:
+            return {}
+        import numpy as np
+
+        if not getattr(self.embedder, "per_text", True):  # vectors of one batch (TF-IDF)
+            rows = embed(self.embedder, [query, *(p.text for p in self.passages[:end])], cache=None)
+            sims = rows[1:] @ rows[0]
+            return {pid: float(v) for pid, v in enumerate(sims) if v > 0}
+        if self._embedded < end:
+            texts = [p.text for p in self.passages[self._embedded : end]]
+            self._vectors.append(embed(self.embedder, texts, cache=None))
+            self._embedded = end
+        rows = np.concatenate(self._vectors) if len(self._vectors) > 1 else self._vectors[0]
+        self._vectors = [rows]
+        q = embed(self.embedder, [query], cache=None)[0]
+        sims = rows[:end] @ q
+        return {pid: float(v) for pid, v in enumerate(sims) if v > 0}
 
     def of_message(self, k: int) -> range:
         """The ids of message ``k``'s passages."""

@@ -31,6 +31,7 @@ from ..exceptions import (
 )
 from ..formats import CTXFOLD, MessageFormat, read_messages
 from ..messages import Message
+from ..models.embedders import get_embedder
 from ..recall import (
     AGENT_SHARE,
     CHAT_SHARE,
@@ -112,6 +113,7 @@ class CompactionOptions(TypedDict, total=False):
     low_water: float | None
     high_water: float
     recall_share: float | None
+    recall_embedder: Any
 
 
 class Session:
@@ -140,6 +142,9 @@ class Session:
             for the passages of the folded history it recalls (see :meth:`render`);
             ``0`` never recalls. Default ``None``: 0.7 in a chat, 0 once the
             history has tool calls (:func:`ctxfold.recall.default_share`).
+        recall_embedder: an embedder (a :class:`ctxfold.Embedder` or a name such as
+            ``"wordllama"``) whose similarity to the query adds to the lexical match
+            in choosing what to recall (default: none, words alone).
 
     ``Session.load(session_id, store=...)`` reopens a stored session after a restart
     with its history and compactions, so it renders what the uninterrupted session
@@ -158,6 +163,7 @@ class Session:
         low_water: float | None = None,
         high_water: float = 1.0,
         recall_share: float | None = None,
+        recall_embedder: Any = None,
     ) -> None:
         if session_id is None:
             session_id = uuid.uuid4().hex
@@ -176,6 +182,7 @@ class Session:
         self.recall_share = (
             None if recall_share is None else check_share("recall_share", recall_share)
         )
+        self.recall_embedder = None if recall_embedder is None else get_embedder(recall_embedder)
         self._log = SessionLog(self.store, session_id)
         self._rounds = RoundSettings(store=self._log.store)
         self._lock = threading.RLock()
@@ -272,7 +279,7 @@ class Session:
         self._prepared_round: str | None = None  # ...and the compaction whose prefix
         self._words: Counter[str] = Counter()  # messages of the history with each word
         self._given: MessageFormat = CTXFOLD  # the kind of messages added last
-        self._index = RecallIndex()  # the history's passages, for recall
+        self._index = RecallIndex(embedder=self.recall_embedder)  # for recall
         self._agentic = False  # whether the history has tool calls, as far as seen
         self._agentic_seen = 0
 

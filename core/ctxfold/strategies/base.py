@@ -24,6 +24,7 @@ from ..exceptions import BudgetError, ConfigurationError, ExpandError
 from ..formats import read_messages
 from ..hooks import emit
 from ..messages import ROLES, Message
+from ..models.embedders import Embedder, get_embedder
 from ..models.usage import run_usage
 from ..recall import Query, RecallIndex, default_share, recall, resolve_query, wanted
 from ..result import (
@@ -76,7 +77,8 @@ class SharedOptions(ReversibleOptions, total=False):
 
     pin_roles: Iterable[str]
     overflow: Overflow
-    recall_share: float
+    recall_share: float | None
+    recall_embedder: Any
 
 
 class CachedOptions(SharedOptions, total=False):
@@ -303,6 +305,9 @@ class BaseCompressor(ABC):
             recalls from the older history (see :meth:`compress`); ``0`` never
             recalls. Default ``None``: :func:`ctxfold.recall.default_share` (0.7 in
             a chat, 0 in an agent's run).
+        recall_embedder: an embedder (a :class:`ctxfold.Embedder` or a name such as
+            ``"wordllama"``) whose similarity to the query adds to the lexical
+            match when choosing what to recall (default: none, words alone).
 
     ``compress`` reads the input (OpenAI dicts or messages), resolves the counter,
     returns a history that already fits unchanged, times the run, builds the stats
@@ -325,6 +330,7 @@ class BaseCompressor(ABC):
     reversible: bool = False
     rounds: RoundSettings = RoundSettings()
     recall_share: float | None = None
+    recall_embedder: Embedder | None = None
 
     def __init__(
         self,
@@ -337,8 +343,10 @@ class BaseCompressor(ABC):
         reference_share: float = 0.1,
         max_references: int | None = 200,
         recall_share: float | None = None,
+        recall_embedder: Any = None,
     ) -> None:
         self.pin_roles = check_roles("pin_roles", pin_roles)
+        self.recall_embedder = None if recall_embedder is None else get_embedder(recall_embedder)
         self.recall_share = (
             None if recall_share is None else check_share("recall_share", recall_share)
         )
@@ -477,23 +485,24 @@ class BaseCompressor(ABC):
         self, conv: Conversation, reversible: bool, query: str | None
     ) -> tuple[Compaction, str | None]:
         """Compact into the budget less the room what ``query`` recalls wants (at most
-        ``recall_share`` of it), then show the recalled passages in the room left;
-        without a query (or when what must be kept needs the whole budget), compact
-        into the whole budget."""
+        ``recall_share`` of it; half that when what must be kept needs more), then show
+        the recalled passages in the room left; without a query (or when what must be
+        kept needs the whole budget), compact into the whole budget."""
         budget, counter = conv.budget, conv.counter
         share = default_share(conv.messages) if self.recall_share is None else self.recall_share
-        reserve = 0
-        if query and share:
-            index = RecallIndex(conv.messages)
-            cap = int(share * budget)
-            last = len(conv.messages) - 1  # what is answered is never its own source
-            reserve = wanted(index, query, until=last, cap=cap, counter=counter)
-        if reserve and query:
+        if not query or not share:
+            return self._compact(conv, reversible)
+        index = RecallIndex(conv.messages, embedder=self.recall_embedder)
+        last = len(conv.messages) - 1  # what is answered is never its own source
+        reserve = wanted(index, query, until=last, cap=int(share * budget), counter=counter)
+        for room in dict.fromkeys((budget - reserve, budget - reserve // 2)):
+            if room >= budget:
+                break
             try:
-                done, round_id = self._compact(conv.with_budget(budget - reserve), reversible)
+                done, round_id = self._compact(conv.with_budget(room), reversible)
             except BudgetError:
-                done = None
-            if done is not None and counter.count_messages(done.messages) <= budget - reserve:
+                continue
+            if counter.count_messages(done.messages) <= room:
                 store = get_store(self.rounds.store) if reversible else None
                 return with_recall(done, conv, index, query, store), round_id
         return self._compact(conv, reversible)

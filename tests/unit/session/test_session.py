@@ -360,7 +360,9 @@ def test_compacting_every_turn_keeps_most_of_what_one_compaction_keeps() -> None
     """A compaction sees only its last note and the messages since, yet scores words
     by their rarity in the whole history: folded again turn after turn, the note keeps
     most of the answers that one compaction of the whole history keeps (LoCoMo, its
-    three shortest conversations, 4K tokens, compacting on every turn)."""
+    three shortest conversations, 4K tokens, compacting on every turn). Recall is off:
+    this is what the note alone keeps (a chat's questions each take room for recall,
+    and the note compacts smaller; tests/unit/recall has what that buys)."""
     from tests.conftest import DATA_DIR, SKIP_NO_DATA
 
     if DATA_DIR is None:
@@ -370,7 +372,7 @@ def test_compacting_every_turn_keeps_most_of_what_one_compaction_keeps() -> None
     kept = {"session": 0, "compress": 0}
     for record in records:
         msgs = ctxfold.from_openai(record["messages"])
-        session = Session(budget=4000, store=MemoryStore(), cache_stable=False)
+        session = Session(budget=4000, store=MemoryStore(), cache_stable=False, recall_share=0)
         outputs = {
             "session": _replay(session, msgs, 4000)[-1].messages,
             "compress": ctxfold.compress(msgs, budget=4000).messages,
