@@ -82,14 +82,7 @@ def recall(
     room = budget - counter.count_messages(out) - _frame(counter)
     if room < _MIN_ROOM:
         return None
-    picks = choose(
-        index,
-        query,
-        until=until,
-        room=room,
-        cost=lambda pid: index.cost(pid, counter),
-        shown=lambda text: text in shown_text,
-    )
+    picks = choose(index, query, until=until, room=room, counter=counter, shown=shown_text)
     for _ in range(_TRIES):
         if not picks:
             return None
@@ -113,14 +106,7 @@ def wanted(index: RecallIndex, query: str, *, until: int, cap: int, counter: Tok
     room = cap - _frame(counter)
     if room < _MIN_ROOM:
         return 0
-    picks = choose(
-        index,
-        query,
-        until=until,
-        room=room,
-        cost=lambda pid: index.cost(pid, counter),
-        shown=lambda text: False,
-    )
+    picks = choose(index, query, until=until, room=room, counter=counter, shown="")
     used = sum(index.cost(p.pid, counter) for p in picks)
     return used + _frame(counter) if used else 0
 

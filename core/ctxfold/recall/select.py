@@ -5,9 +5,9 @@ the best first while they fit, none the output already shows."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import NamedTuple
 
+from ..tokens import TokenCounter
 from .index import RecallIndex
 from .terms import terms
 
@@ -46,12 +46,12 @@ def choose(
     *,
     until: int,
     room: int,
-    cost: Callable[[int], int],
-    shown: Callable[[str], bool],
+    counter: TokenCounter,
+    shown: str,
 ) -> list[Pick]:
     """The passages of messages before ``until`` worth recalling for ``query`` within
-    ``room`` tokens (``cost`` of a passage id, in tokens), in time order; a passage
-    ``shown`` says the output holds already is left out."""
+    ``room`` tokens (as a block shows them, counted by ``counter``), in time order; a
+    passage the text ``shown`` holds already is left out."""
     if room <= 0:
         return []
     found = _fused(index, query, until)
@@ -75,9 +75,9 @@ def choose(
     used = misses = 0
     for pid in sorted(value, key=lambda p: (-value[p], p)):
         text = passages[pid].text
-        if text in said or shown(text):
+        if text in said or text in shown:
             continue
-        c = cost(pid)
+        c = index.cost(pid, counter)
         if used + c > room:
             misses += 1
             if misses > _MISSES:
