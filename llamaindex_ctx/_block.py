@@ -11,6 +11,7 @@ from pydantic import ConfigDict, PrivateAttr
 
 from ctxfold import BudgetError
 from ctxfold.messages import transcript
+from ctxfold.recall import default_query
 from ctxfold.session import Session
 
 from ._convert import from_llamaindex
@@ -39,6 +40,7 @@ class CompressedHistoryBlock(BaseMemoryBlock[str]):
     counter: Any = "o200k_base"
     store: Any = None
     _session: Session = PrivateAttr()
+    _query: str | bool = PrivateAttr(default=False)  # of the last get
 
     def __init__(self, **data: Any) -> None:
         """Fields as above; settings are checked here (``ctxfold.ConfigurationError``)."""
@@ -56,6 +58,9 @@ class CompressedHistoryBlock(BaseMemoryBlock[str]):
         await self._session.aadd(from_llamaindex(messages))
 
     async def _aget(self, messages: list[ChatMessage] | None = None, **block_kwargs: Any) -> str:
+        # The query is the memory's newest message when it is the user's and asks (the
+        # flushed history's own last message is no query: it was answered long ago).
+        self._query = default_query(from_llamaindex(messages or [])) or False
         return await self._text(self.token_limit)
 
     async def atruncate(self, content: str, tokens_to_truncate: int) -> str | None:
@@ -74,7 +79,8 @@ class CompressedHistoryBlock(BaseMemoryBlock[str]):
             return ""
         count, room = self._session.counter.count_text, budget
         for _ in range(4):
-            text = transcript((await self._session.arender(max(room, 1))).messages)
+            rendered = await self._session.arender(max(room, 1), query=self._query)
+            text = transcript(rendered.messages)
             if count(text) <= budget:
                 return text
             room = room * budget // count(text) - 1

@@ -136,3 +136,22 @@ def test_a_llamaindex_llm_writes_the_note_and_embeddings_serve_semantic() -> Non
     for bad in (lambda: summarizer_from(object()), lambda: LlamaIndexEmbedder(object())):  # type: ignore[arg-type]
         with pytest.raises(ctxfold.ConfigurationError):
             bad()
+
+
+def test_the_block_recalls_for_the_question_memory_is_asked_with() -> None:
+    chat = []
+    for k in range(120):
+        text = f"Turn {k}: we talked about the weather, films and bread again."
+        if k == 6:
+            text = "My gym locker is the blue one next to the sauna."
+        chat.append(ChatMessage(role="user" if k % 2 == 0 else "assistant", content=text))
+    block = CompressedHistoryBlock(token_limit=300, strategy="sliding_window")
+    memory = Memory.from_defaults(
+        token_limit=1200, token_flush_size=200, chat_history_token_ratio=0.3, memory_blocks=[block]
+    )
+    memory.put_messages(chat)
+    plain = memory.get()[0].content or ""
+    asked = memory.get(input="Which gym locker is mine?")[0].content or ""
+    assert "sauna" not in plain  # the flushed history's newest turns alone
+    shown = asked.split("<compressed_history>")[1].split("</compressed_history>")[0]
+    assert "sauna" in shown and COUNTER.count_text(shown.strip()) <= 300
