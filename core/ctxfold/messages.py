@@ -27,6 +27,7 @@ __all__ = [
     "to_anthropic",
     "to_openai",
     "transcript",
+    "uses_tools",
 ]
 
 #: Roles a message may have. ``developer`` is OpenAI's newer name for ``system``.
@@ -514,6 +515,12 @@ def speaker_tag(m: Message) -> str:
     if m.role == "tool":
         return f"tool result{f' ({m.name})' if m.name else ''}"
     return m.name or m.role
+
+
+def uses_tools(messages: Iterable[Message]) -> bool:
+    """Whether ``messages`` call tools or hold tool results (an agent's run, not a
+    chat): the strategies keep more of the newest output there and recall less."""
+    return any(m.tool_calls or m.role == "tool" for m in messages)
 
 
 def transcript(messages: Sequence[Message]) -> str:

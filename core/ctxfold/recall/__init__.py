@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from ..messages import Message
+from ..messages import Message, uses_tools
 from ..result import RECALL_END
 from ..reversible.records import Batch, marker
 from ..storage.store import VerbatimStore
@@ -47,8 +47,7 @@ AGENT_SHARE = 0.0
 def default_share(messages: Sequence[Message]) -> float:
     """The recall share for a history: :data:`AGENT_SHARE` when it has tool calls or
     results, else :data:`CHAT_SHARE`."""
-    agentic = any(m.tool_calls or m.role == "tool" for m in messages)
-    return AGENT_SHARE if agentic else CHAT_SHARE
+    return AGENT_SHARE if uses_tools(messages) else CHAT_SHARE
 
 
 _MIN_ROOM = 24  # tokens: less room than this recalls nothing

@@ -30,7 +30,7 @@ from ..exceptions import (
     SessionNotFoundError,
 )
 from ..formats import CTXFOLD, MessageFormat, read_messages
-from ..messages import Message
+from ..messages import Message, uses_tools
 from ..models.embedders import get_embedder
 from ..recall import (
     AGENT_SHARE,
@@ -530,7 +530,7 @@ class Session:
         """The default recall share for the history so far (see ``recall_share``)."""
         if not self._agentic:
             seen = self._history[self._agentic_seen :]
-            self._agentic = any(m.tool_calls or m.role == "tool" for m in seen)
+            self._agentic = uses_tools(seen)
             self._agentic_seen = len(self._history)
         return AGENT_SHARE if self._agentic else CHAT_SHARE
 

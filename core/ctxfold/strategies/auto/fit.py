@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 from ...contract import Conversation
-from ...messages import Message, transcript
+from ...messages import Message, transcript, uses_tools
 from ...models.summarizers import fit_summary, summarize
 from ...result import FOLDED, NOTE_KEY, Decision, from_user, is_note
 from ...text.scoring import ScoreContext
@@ -60,8 +60,7 @@ def _verbatim(
     used = 0
     recent_share = opts.recent_share
     if recent_share is None:
-        agentic = any(m.tool_calls or m.role == "tool" for m in messages)
-        recent_share = POLICY.agent_recent if agentic else POLICY.chat_recent
+        recent_share = POLICY.agent_recent if uses_tools(messages) else POLICY.chat_recent
     first_user = next((u for u in free if from_user(messages[u.start])), None)
     if first_user is not None and len(first_user) == 1:
         cost = tokens[first_user.start]
