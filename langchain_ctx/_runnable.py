@@ -10,7 +10,8 @@ from langchain_core.messages import BaseMessage
 from langchain_core.runnables import Runnable, RunnableLambda
 
 from ctxfold.contract import Compressor, CounterSpec
-from ctxfold.strategies.base import check_budget
+from ctxfold.recall import Query
+from ctxfold.strategies.base import check_budget, compress_with
 from ctxfold.strategies.registry import resolve_strategy
 from ctxfold.tokens import get_counter
 
@@ -26,6 +27,7 @@ def compress_messages(
     budget: int,
     strategy: str | Compressor | type[Any] = "auto",
     counter: CounterSpec = None,
+    query: Query = None,
     **options: Any,
 ) -> Runnable[Any, Any]: ...
 
@@ -37,6 +39,7 @@ def compress_messages(
     budget: int,
     strategy: str | Compressor | type[Any] = "auto",
     counter: CounterSpec = None,
+    query: Query = None,
     **options: Any,
 ) -> Any: ...
 
@@ -47,6 +50,7 @@ def compress_messages(
     budget: int,
     strategy: str | Compressor | type[Any] = "auto",
     counter: CounterSpec = None,
+    query: Query = None,
     **options: Any,
 ) -> Any:
     """Compress LangChain messages to at most ``budget`` tokens, as
@@ -60,6 +64,10 @@ def compress_messages(
 
         chain = prompt | compress_messages(budget=4000) | model
 
+    ``query`` is what the model is about to answer (default: the last message when it
+    is the user's and asks; ``False``: none): the passages of the older history it
+    recalls are shown at the head of the question (see :func:`ctxfold.compress`).
+
     The budget, strategy, counter and options are checked here, once: a bad one raises
     :class:`ctxfold.ConfigurationError` before any message is read. Raises
     :class:`ctxfold.BudgetError` when what must be kept cannot fit, and
@@ -72,7 +80,8 @@ def compress_messages(
     def run(value: Any) -> Any:
         if isinstance(value, Mapping) and "messages" in value:
             return {**value, "messages": run(value["messages"])}
-        result = compressor.compress(from_langchain(value), budget=limit, counter=count)
+        msgs = from_langchain(value)
+        result = compress_with(compressor, msgs, budget=limit, counter=count, query=query)
         out: list[BaseMessage] = to_langchain(result.messages)
         return out
 

@@ -25,6 +25,24 @@ if DATA_DIR is None and os.environ.get("CTXFOLD_REQUIRE_DATA"):
     raise RuntimeError(f"CTXFOLD_REQUIRE_DATA is set but {SKIP_NO_DATA}")
 
 
+#: What :func:`long_chat` says once, long before its end.
+LOCKER_FACT = "My gym locker is the blue one next to the sauna."
+
+
+def long_chat(turns: int = 120) -> list[dict]:
+    """A user and an assistant chatting (OpenAI dicts): the one fact, the user's gym
+    locker by the sauna, said at turn 6, filler since; for recall tests."""
+    return [
+        {
+            "role": "user" if k % 2 == 0 else "assistant",
+            "content": LOCKER_FACT
+            if k == 6
+            else f"Turn {k}: we talked about the weather, films and bread again.",
+        }
+        for k in range(turns)
+    ]
+
+
 def example_records() -> list[dict]:
     return [json.loads(p.read_text(encoding="utf-8")) for p in EXAMPLES]
 

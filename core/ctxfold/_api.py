@@ -6,10 +6,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from .contract import Compressor, CounterSpec, MessageLike
-from .exceptions import ConfigurationError
 from .recall import Query
 from .result import CompressionResult
-from .strategies.base import BaseCompressor
+from .strategies.base import compress_with
 from .strategies.registry import resolve_strategy
 
 __all__ = ["compress"]
@@ -50,11 +49,4 @@ def compress(
         InvalidMessageError: a malformed message (its index is named).
     """
     compressor = resolve_strategy(strategy, **options)
-    if isinstance(compressor, BaseCompressor):
-        return compressor.compress(messages, budget=budget, counter=counter, query=query)
-    if query is not None:
-        raise ConfigurationError(
-            f"{type(compressor).__name__} takes no query: recall is built into the "
-            "strategies that derive from ctxfold.BaseCompressor; leave query=None"
-        )
-    return compressor.compress(messages, budget=budget, counter=counter)
+    return compress_with(compressor, messages, budget=budget, counter=counter, query=query)

@@ -32,7 +32,7 @@ from .rendering.turns import turns_from_messages
 from .result import CompressionResult
 from .reversible import expand
 from .storage import get_store, sqlite_path
-from .strategies.base import BaseCompressor
+from .strategies.base import BaseCompressor, compress_with
 from .strategies.registry import resolve_strategy
 from .tokens import TokenCounter, get_counter
 
@@ -185,18 +185,14 @@ def _cmd_compress(args: argparse.Namespace) -> int:
     for conv in convs:
         budget = _budget_for(args.budget, counter.count_messages(conv.messages))
         try:
-            if isinstance(compressor, BaseCompressor):
-                result = compressor.compress(
-                    conv.messages,
-                    budget=budget,
-                    counter=counter,
-                    reversible=reversible,
-                    query=query,
-                )
-            elif query is not None:
-                raise CliError(f"{args.strategy} takes no query: leave out --query, --no-recall")
-            else:
-                result = compressor.compress(conv.messages, budget=budget, counter=counter)
+            result = compress_with(
+                compressor,
+                conv.messages,
+                budget=budget,
+                counter=counter,
+                reversible=reversible if isinstance(compressor, BaseCompressor) else None,
+                query=query,
+            )
         except BudgetError as exc:
             raise CliError(
                 f"{conv.label}: {exc} (on the command line: --option overflow=best_effort)",

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import EXAMPLES, shared_records
+from conftest import EXAMPLES, long_chat, shared_records
 from ctxfold import SQLiteStore
 from ctxfold.cli import main
 
@@ -264,12 +264,7 @@ def test_help_documents_the_exit_codes(capsys):
 
 
 def test_query_recalls_older_passages_and_no_recall_turns_it_off(capsys, tmp_path):
-    turns = [{"role": "system", "content": "You are Ben."}]
-    for k in range(120):
-        text = f"Turn {k}: the weather, films and bread again."
-        if k == 8:
-            text = "My gym locker is the blue one next to the sauna."
-        turns.append({"role": "user" if k % 2 == 0 else "assistant", "content": text})
+    turns = [{"role": "system", "content": "You are Ben."}, *long_chat()]
     path = tmp_path / "chat.json"
     path.write_text(json.dumps(turns))
     args = ["compress", str(path), "--budget", "10%", "--strategy", "sliding_window"]

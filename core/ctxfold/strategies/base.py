@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any, ClassVar, TypedDict
 
-from ..contract import Compaction, Conversation, CounterSpec, MessageLike, Overflow
+from ..contract import Compaction, Compressor, Conversation, CounterSpec, MessageLike, Overflow
 from ..exceptions import BudgetError, ConfigurationError, ExpandError
 from ..formats import read_messages
 from ..hooks import emit
@@ -54,6 +54,7 @@ __all__ = [
     "check_roles",
     "check_share",
     "clashes",
+    "compress_with",
     "keep_only",
     "overflow",
 ]
@@ -515,6 +516,30 @@ class BaseCompressor(ABC):
     def __repr__(self) -> str:
         opts = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("_"))
         return f"{type(self).__name__}({opts})"
+
+
+def compress_with(
+    compressor: Compressor,
+    messages: Iterable[MessageLike],
+    *,
+    budget: int,
+    counter: CounterSpec = None,
+    query: Query = None,
+    reversible: bool | None = None,
+) -> CompressionResult:
+    """``compressor.compress``, with ``query`` and ``reversible`` for a
+    :class:`BaseCompressor`; another compressor (any object with ``compress``) takes
+    neither: a :class:`ConfigurationError` when one is given."""
+    if isinstance(compressor, BaseCompressor):
+        return compressor.compress(
+            messages, budget=budget, counter=counter, query=query, reversible=reversible
+        )
+    if query is not None or reversible is not None:
+        raise ConfigurationError(
+            f"{type(compressor).__name__} takes no query and no reversible setting: "
+            "those are built into the strategies that derive from ctxfold.BaseCompressor"
+        )
+    return compressor.compress(messages, budget=budget, counter=counter)
 
 
 def with_recall(

@@ -17,8 +17,8 @@ from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 import ctxfold
-from conftest import example_conversations, shared_conversations
-from langchain_ctx import CompressionMiddleware, from_langchain, summarizer_from
+from conftest import example_conversations, long_chat, shared_conversations
+from langchain_ctx import CompressionMiddleware, from_langchain, summarizer_from, to_langchain
 from langchain_ctx.testing import ModelCall, Replay, ScriptedChatModel
 
 pytestmark = pytest.mark.filterwarnings("error::DeprecationWarning")
@@ -304,12 +304,7 @@ def test_every_call_is_a_request_chat_anthropic_and_chat_openai_build(system: bo
 
 
 def test_the_users_question_recalls_what_it_needs_from_long_ago() -> None:
-    chat: list[Any] = []
-    for k in range(120):
-        text = f"Turn {k}: we talked about the weather, films and bread again."
-        if k == 6:
-            text = "My gym locker is the blue one next to the sauna."
-        chat.append(HumanMessage(text) if k % 2 == 0 else AIMessage(text))
+    chat = to_langchain(ctxfold.from_openai(long_chat()))
     budget = 500
     model = ScriptedChatModel(responses=[AIMessage("The blue one by the sauna.")])
     middleware = CompressionMiddleware(budget=budget, strategy="sliding_window")

@@ -12,7 +12,7 @@ from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
 from langchain_core.runnables import RunnableLambda
 
 import ctxfold
-from conftest import example_records, shared_conversations
+from conftest import example_records, long_chat, shared_conversations
 from ctxfold.testing import check_tool_integrity
 from ctxfold.validity import turn_order_problems
 from langchain_ctx import compress_messages, from_langchain, to_langchain
@@ -118,3 +118,18 @@ def test_on_the_shared_data_it_equals_the_core() -> None:
         assert out == to_langchain(core.messages), name
         assert out == ctxfold.compress(history, budget=budget).as_given(), name
         assert _tokens(out) <= budget, name
+
+
+def test_in_a_chain_the_users_question_recalls_from_the_older_history() -> None:
+    history = to_langchain(ctxfold.from_openai(long_chat()))
+    prompt = ChatPromptTemplate.from_messages(
+        [("system", "You are Ben."), MessagesPlaceholder("history"), ("human", "{question}")]
+    )
+    budget = 400
+    chain = prompt | compress_messages(budget=budget, strategy="sliding_window")
+    sent = chain.invoke({"history": history, "question": "Which gym locker is mine?"})
+    assert "sauna" in sent[-1].content and sent[-1].content.endswith("Which gym locker is mine?")
+    assert _tokens(sent) <= budget and not turn_order_problems(from_langchain(sent))
+    off = prompt | compress_messages(budget=budget, strategy="sliding_window", query=False)
+    plain = off.invoke({"history": history, "question": "Which gym locker is mine?"})
+    assert not any("sauna" in m.content for m in plain)

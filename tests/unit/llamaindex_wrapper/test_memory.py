@@ -27,7 +27,7 @@ from llama_index.core.tools import FunctionTool
 from pydantic import Field
 
 import ctxfold
-from conftest import example_conversations, examples_and_shared
+from conftest import example_conversations, examples_and_shared, long_chat
 from ctxfold.storage import MemoryStore
 from ctxfold.validity import tool_pairing_problems, turn_order_problems
 from llamaindex_ctx import CompressedChatMemory, from_llamaindex, to_llamaindex
@@ -244,22 +244,10 @@ def test_to_llamaindex_takes_openai_dicts() -> None:
     assert [(m.role.value, m.content) for m in out] == [("user", "hi"), ("assistant", "yo")]
 
 
-def _long_chat(turns: int = 120) -> list[ChatMessage]:
-    """A chat whose one fact (a locker by the sauna) was said long ago."""
-    out = []
-    for k in range(turns):
-        role = MessageRole.USER if k % 2 == 0 else MessageRole.ASSISTANT
-        text = f"Turn {k}: we talked about the weather, films and bread again."
-        if k == 6:
-            text = "My gym locker is the blue one next to the sauna."
-        out.append(ChatMessage(role=role, content=text))
-    return out
-
-
 def test_the_question_given_to_get_recalls_what_it_needs_from_long_ago() -> None:
     limit = 500
     memory = CompressedChatMemory(token_limit=limit, strategy="sliding_window", store=MemoryStore())
-    memory.set(_long_chat())
+    memory.set(to_llamaindex(long_chat()))
     question = "Which gym locker is mine?"
     plain = memory.get()
     asked = memory.get(input=question)  # as CondensePlusContextChatEngine asks

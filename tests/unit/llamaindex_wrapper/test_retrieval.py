@@ -16,12 +16,13 @@ from llama_index.core.memory import Memory
 from llama_index.core.schema import NodeWithScore, TextNode
 
 import ctxfold
-from conftest import example_conversations
+from conftest import example_conversations, long_chat
 from llamaindex_ctx import (
     CompressedHistoryBlock,
     CompressionPostprocessor,
     LlamaIndexEmbedder,
     summarizer_from,
+    to_llamaindex,
 )
 
 COUNTER = ctxfold.TiktokenCounter()
@@ -139,12 +140,7 @@ def test_a_llamaindex_llm_writes_the_note_and_embeddings_serve_semantic() -> Non
 
 
 def test_the_block_recalls_for_the_question_memory_is_asked_with() -> None:
-    chat = []
-    for k in range(120):
-        text = f"Turn {k}: we talked about the weather, films and bread again."
-        if k == 6:
-            text = "My gym locker is the blue one next to the sauna."
-        chat.append(ChatMessage(role="user" if k % 2 == 0 else "assistant", content=text))
+    chat = to_llamaindex(long_chat())
     block = CompressedHistoryBlock(token_limit=300, strategy="sliding_window")
     memory = Memory.from_defaults(
         token_limit=1200, token_flush_size=200, chat_history_token_ratio=0.3, memory_blocks=[block]
