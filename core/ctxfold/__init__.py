@@ -6,7 +6,8 @@
 
 The top level holds what a user needs; each family has its own subpackage:
 :mod:`ctxfold.strategies` (the strategies, their registry and profiles),
-:mod:`ctxfold.reversible` (rounds, expand, the expand tool), :mod:`ctxfold.rendering`
+:mod:`ctxfold.reversible` (rounds, expand, the expand tool), :mod:`ctxfold.recall`
+(what a question needs from the older history), :mod:`ctxfold.rendering`
 (turns and renderers), :mod:`ctxfold.session` (:class:`Session`: a growing
 conversation compressed turn after turn), :mod:`ctxfold.references`,
 :mod:`ctxfold.storage` (cache and verbatim stores), :mod:`ctxfold.models` (summarizers,
