@@ -5,6 +5,7 @@ user message, or a user turn of its own where one fits)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
@@ -14,6 +15,9 @@ from .index import RecallIndex
 
 __all__ = ["HEAD_LINE", "place", "render"]
 
+# The time of day before a date ("1:56 pm on 8 May, 2023"): a time line shows the day.
+_DAY = re.compile(r"^\d{1,2}:\d{2}\s*(?:[ap]\.?m\.?)?\s+on\s+", re.IGNORECASE)
+
 #: The block's first line.
 HEAD_LINE = f"{RECALL_HEAD} earlier passages that bear on the latest message]"
 
@@ -22,7 +26,9 @@ def render(index: RecallIndex, pids: Sequence[int], refs: Mapping[int, str]) -> 
     """The block's text for the passages ``pids`` (in time order): a message's
     passages on one line, cut parts marked ``...``, a message shown in part followed by
     its reference in ``refs`` (``[expand <id>]``) when there is one; a time line
-    wherever the time context changes."""
+    wherever the day changes (the day alone: a session header's time of day is when
+    the session opened, not when each later message was said; the message that opens
+    with it keeps it)."""
     lines = [HEAD_LINE]
     stamp: str | None = None
     k = 0
@@ -34,11 +40,12 @@ def render(index: RecallIndex, pids: Sequence[int], refs: Mapping[int, str]) -> 
             run.append(pids[k])
             k += 1
         when = index.stamps[message]
-        if when and when != stamp:
-            lines.append(f"[{when}]")
-            stamp = when
+        day = _DAY.sub("", when) if when else None
+        if day and day != stamp:
+            lines.append(f"[{day}]")
+            stamp = day
         line = _message_line(index, run, refs.get(message))
-        if when:  # a message that opens with its date: the time line shows it
+        if when and day == when:  # a message that opens with its date: the line shows it
             line = line.replace(f": [{when}] ", ": ", 1)
         lines.append(line)
     lines.append(RECALL_END)

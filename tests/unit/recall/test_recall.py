@@ -171,9 +171,22 @@ def test_the_block_opens_the_question_with_speakers_and_dates() -> None:
     lines = block.splitlines()
     at = next(k for k, line in enumerate(lines) if "4471" in line)
     assert lines[at].startswith("Ana: ")
-    assert "[10:00 am on 1 March, 2024]" in lines[:at]  # the date of that session, above
+    assert "[1 March, 2024]" in lines[:at]  # the day of that session, above
     assert last.metadata[RECALL_KEY]["sources"] and 11 in last.metadata[RECALL_KEY]["sources"]
     assert any("recalled" in d.flags for d in result.trace if d.index == 11)
+
+
+def test_a_time_line_shows_the_day_and_an_opening_message_keeps_its_time() -> None:
+    """The time of day of a session header is when it opened, not when each later
+    message was said: time lines show the day; the opening message shows its own."""
+    msgs = [
+        *_chat({40: "I adopted a cat named Miso.", 41: "Lovely!"}),
+        Message("user", "What is my cat called?", name="Ana"),
+    ]
+    result = ctxfold.compress(msgs, budget=_budget(msgs), strategy=WINDOW)
+    lines = result.messages[-1].text.split(RECALL_END)[0].splitlines()
+    at = lines.index("Ana: [10:00 am on 2 March, 2024] I adopted a cat named Miso.")
+    assert lines[at - 1] == "[2 March, 2024]"
 
 
 def test_an_explicit_query_recalls_when_no_user_message_is_last() -> None:
