@@ -55,8 +55,8 @@ class CompressionMiddleware(AgentMiddleware[CompressionState, Any, Any]):
     the last one plus the new messages (a cache-stable prefix), and a compaction made
     once is taken up after a restart or on another worker, never made again.
 
-    When the newest message is the user's, the passages of the older history it
-    recalls are shown at its head (see :meth:`ctxfold.Session.render`).
+    When the newest message is the user's and asks something, the passages of the
+    older history it recalls are shown at its head (see :meth:`ctxfold.Session.render`).
 
     ``strategy``, ``counter``, ``cache_stable``, ``low_water``, ``high_water``,
     ``recall_share`` and ``recall_embedder`` are those of :class:`ctxfold.Session`

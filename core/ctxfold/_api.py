@@ -34,7 +34,8 @@ def compress(
             ``"approx"``, a :class:`ctxfold.TokenCounter`, or a ``str -> int`` function.
         query: what the output should answer: the passages of the older history it
             recalls are kept in a recall block (see :mod:`ctxfold.recall`). Default:
-            the newest user message when it is the last message (in an agent's run,
+            the newest user message when it is the last message and asks something
+            (in an agent's run, where recall is off unless ``recall_share`` is set,
             the newest tool calls and the errors their results report); ``False``:
             no recall; any text: that query. A compressor that is no
             :class:`ctxfold.BaseCompressor` takes only ``query=None``.

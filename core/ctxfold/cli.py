@@ -453,7 +453,7 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument(
         "--query",
         help="recall the older passages this text bears on (default: the last message, "
-        "when it is the user's)",
+        "when it is the user's and asks something)",
     )
     q.add_argument("--no-recall", action="store_true", help="recall nothing for a query")
     c.set_defaults(run=_cmd_compress)

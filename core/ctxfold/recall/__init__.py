@@ -6,10 +6,11 @@ dates (:mod:`.block`, :mod:`.stamps`), in the room a compression leaves."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import NamedTuple
 
 from ..messages import Message, uses_tools
-from ..result import RECALL_END
+from ..result import RECALL_END, Decision
 from ..reversible.records import Batch, marker
 from ..storage.store import VerbatimStore
 from ..tokens import TokenCounter
@@ -21,6 +22,7 @@ from .select import Pick, choose
 __all__ = [
     "AGENT_SHARE",
     "CHAT_SHARE",
+    "RECALLED",
     "Passage",
     "Query",
     "RecallIndex",
@@ -54,11 +56,20 @@ _MIN_ROOM = 24  # tokens: less room than this recalls nothing
 _TRIES = 4
 
 
+#: The trace flag of a message a recall block quotes (in part or whole).
+RECALLED = "recalled"
+
+
 class Recalled(NamedTuple):
     """An output with its recall block, and the history messages the block quotes."""
 
     messages: list[Message]
     sources: tuple[int, ...]
+
+    def flag(self, trace: Sequence[Decision]) -> list[Decision]:
+        """``trace`` with :data:`RECALLED` among the flags of each quoted message."""
+        quoted = set(self.sources)
+        return [replace(d, flags=(*d.flags, RECALLED)) if d.index in quoted else d for d in trace]
 
 
 def recall(

@@ -16,7 +16,6 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
 from itertools import accumulate
 from types import MappingProxyType
 from typing import Any, TypedDict
@@ -47,7 +46,7 @@ from ..reversible.expand import expand
 from ..reversible.rounds import RoundSettings
 from ..reversible.tool import ExpandTool
 from ..storage.store import MemoryStore, VerbatimStore, get_store
-from ..strategies.base import RECALLED, check_budget, check_share
+from ..strategies.base import check_budget, check_share
 from ..strategies.registry import normalize
 from ..text.scoring import content_words
 from ..tokens import TokenCounter, get_counter
@@ -279,7 +278,7 @@ class Session:
         self._prepared_round: str | None = None  # ...and the compaction whose prefix
         self._words: Counter[str] = Counter()  # messages of the history with each word
         self._given: MessageFormat = CTXFOLD  # the kind of messages added last
-        self._index = RecallIndex(embedder=self.recall_embedder)  # for recall
+        self._index = RecallIndex(embedder=self.recall_embedder)  # see _recall_index
         self._agentic = False  # whether the history has tool calls, as far as seen
         self._agentic_seen = 0
 
@@ -290,7 +289,6 @@ class Session:
         self._history += messages
         for m in messages:
             self._words.update(content_words(m.text))
-        self._index.extend(messages)
         self._cum += list(accumulate(tokens, initial=self._cum[-1]))[1:]
         self._trace += [
             Decision(start + k, "kept", "fits_budget", t, t, _STEP) for k, t in enumerate(tokens)
@@ -338,8 +336,10 @@ class Session:
         kept cannot fit.
 
         ``query`` is what the model is about to answer (default: the newest user
-        message when it is the last one; in an agent's run, the newest tool calls and
-        the errors their results report; ``False``: none). With a query, the view
+        message when it is the last one and asks something; in an agent's run, where
+        recall is off unless ``recall_share`` is set, the newest tool calls and the
+        errors their results report; ``False``: none; see
+        :func:`ctxfold.recall.default_query`). With a query, the view
         keeps free the room the passages of the folded history it recalls want (at
         most ``recall_share`` of the budget), and they fill the room left, in a
         block as late as strict chat APIs take it (at the head of the newest user
@@ -484,10 +484,7 @@ class Session:
         if found is not None:
             out = tuple(found.messages)
             after = self.counter.count_messages(out)
-            quoted = set(found.sources)
-            trace = [
-                replace(d, flags=(*d.flags, RECALLED)) if d.index in quoted else d for d in trace
-            ]
+            trace = found.flag(trace)
         before = self._overhead + self._cum[-1]
         stats = CompressionStats(
             strategy=self.strategy.name,
@@ -516,7 +513,7 @@ class Session:
         when it recalls nothing or what must be kept needs the whole budget."""
         cap = int(share * budget)
         n = len(self._history) - 1  # the newest message is never its own source
-        want = wanted(self._index, query, until=n, cap=cap, counter=self.counter)
+        want = wanted(self._recall_index(), query, until=n, cap=cap, counter=self.counter)
         if not want:
             return None
         if self._view_tokens() > int(self.high_water * budget) - want:
@@ -525,6 +522,15 @@ class Session:
             except BudgetError:
                 return None
         return query
+
+    def _recall_index(self) -> RecallIndex:
+        """The recall index, caught up with the history: built when recall is first
+        asked for, not on every add (an agent's session, which recalls nothing by
+        default, never pays for it)."""
+        index, history = self._index, self._history
+        if len(index) < len(history):
+            index.extend(history[len(index) :])
+        return index
 
     def _agentic_share(self) -> float:
         """The default recall share for the history so far (see ``recall_share``)."""
@@ -539,7 +545,7 @@ class Session:
         return recall(
             out,
             self._history,
-            self._index,
+            self._recall_index(),
             query,
             until=min(self._upto(), len(self._history) - 1),
             budget=budget,

@@ -16,7 +16,6 @@ import logging
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import replace
 from typing import Any, ClassVar, TypedDict
 
 from ..contract import Compaction, Compressor, Conversation, CounterSpec, MessageLike, Overflow
@@ -394,12 +393,13 @@ class BaseCompressor(ABC):
         ``reversible`` overrides the compressor's own setting for this call (a chain
         runs its steps with ``False`` and makes the whole reversible once).
 
-        ``query`` is what the output should answer: passages of the older history it
-        recalls are shown in a recall block in ``recall_share`` of the budget, before
-        the newest messages (see :mod:`ctxfold.recall`). By default it is the newest
-        user message when that is the last message (in an agent's run: the newest
-        tool calls and the errors their results report); ``False`` turns recall off;
-        any text is a query.
+        ``query`` is what the output should answer: the passages of the older history
+        it recalls are shown in a recall block, in at most ``recall_share`` of the
+        budget, at the head of the newest user message (see :mod:`ctxfold.recall`).
+        By default it is the newest user message when that is the last message and
+        asks something (in an agent's run, where recall is off unless
+        ``recall_share`` is set: the newest tool calls and the errors their results
+        report); ``False`` turns recall off; any text is a query.
         """
         started = time.perf_counter()
         msgs, given = read_messages(messages)
@@ -564,13 +564,7 @@ def with_recall(
     )
     if found is None:
         return done
-    quoted = set(found.sources)
-    trace = [replace(d, flags=(*d.flags, RECALLED)) if d.index in quoted else d for d in done.trace]
-    return Compaction(found.messages, trace, done.savings)
-
-
-#: The flag of a message a recall block quotes (in part or whole).
-RECALLED = "recalled"
+    return Compaction(found.messages, found.flag(done.trace), done.savings)
 
 
 def _log(result: CompressionResult) -> None:
