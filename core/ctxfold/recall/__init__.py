@@ -16,7 +16,7 @@ from ..storage.store import VerbatimStore
 from ..tokens import TokenCounter
 from .block import HEAD_LINE, place, render
 from .index import Passage, RecallIndex
-from .query import Query, default_query, resolve_query
+from .query import Query, check_query, default_query, resolve_query
 from .select import Pick, choose
 
 __all__ = [
@@ -27,6 +27,7 @@ __all__ = [
     "Query",
     "RecallIndex",
     "Recalled",
+    "check_query",
     "default_query",
     "default_share",
     "recall",

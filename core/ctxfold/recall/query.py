@@ -15,7 +15,7 @@ from ..result import from_user, without_recall
 from ..text.scoring import has_error
 from ..text.wordlists import word_list
 
-__all__ = ["Query", "asks", "default_query", "resolve_query"]
+__all__ = ["Query", "asks", "check_query", "default_query", "resolve_query"]
 
 #: What ``query=`` takes: a text, ``None`` (or ``True``) for the default, ``False`` off.
 Query = str | bool | None
@@ -61,15 +61,23 @@ def asks(text: str) -> bool:
     return first is not None and first.group(0).lower() in _ASKING
 
 
-def resolve_query(messages: Sequence[Message], query: Query) -> str | None:
-    """The query to recall for (``None``: no recall)."""
-    if query is False:
-        return None
-    if query is None or query is True:
-        return default_query(messages)
-    if isinstance(query, str):
-        return query.strip() or None
+def check_query(query: object) -> Query:
+    """``query`` when it is a ``query=`` value (a text, ``None``, ``True`` or
+    ``False``); a :class:`ConfigurationError` otherwise, whether or not the history
+    needs compressing."""
+    if query is None or isinstance(query, (str, bool)):
+        return query
     raise ConfigurationError(
         f"query must be a string, None (the newest user message when it is last) or "
         f"False (no recall), got {type(query).__name__}"
     )
+
+
+def resolve_query(messages: Sequence[Message], query: Query) -> str | None:
+    """The query to recall for (``None``: no recall)."""
+    query = check_query(query)
+    if query is False:
+        return None
+    if query is None or query is True:
+        return default_query(messages)
+    return query.strip() or None

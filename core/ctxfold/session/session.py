@@ -37,6 +37,7 @@ from ..recall import (
     Query,
     Recalled,
     RecallIndex,
+    check_query,
     recall,
     resolve_query,
     wanted,
@@ -346,6 +347,7 @@ class Session:
         message, most often), so all before it stays byte for byte."""
         started = time.perf_counter()
         b = self._budget(budget)
+        check_query(query)
         with self._lock:
             self._prepare()
             share = self._agentic_share() if self.recall_share is None else self.recall_share

@@ -25,7 +25,15 @@ from ..hooks import emit
 from ..messages import ROLES, Message
 from ..models.embedders import Embedder, get_embedder
 from ..models.usage import run_usage
-from ..recall import Query, RecallIndex, default_share, recall, resolve_query, wanted
+from ..recall import (
+    Query,
+    RecallIndex,
+    check_query,
+    default_share,
+    recall,
+    resolve_query,
+    wanted,
+)
 from ..result import (
     SYSTEM_ROLES,
     CompressionResult,
@@ -404,6 +412,7 @@ class BaseCompressor(ABC):
         started = time.perf_counter()
         msgs, given = read_messages(messages)
         budget = check_budget(budget)
+        check_query(query)
         cnt = get_counter(counter)
         grouping = group_units(msgs)
         before = cnt.count_messages(msgs)

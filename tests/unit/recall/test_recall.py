@@ -131,6 +131,12 @@ def test_a_query_of_another_type_is_a_clear_error() -> None:
     msgs = [*_chat(LOCKER), Message("user", "What is my locker code?", name="Ana")]
     with pytest.raises(ConfigurationError, match="query must be a string"):
         ctxfold.compress(msgs, budget=_budget(msgs), query=3)  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="query must be a string"):  # fits or not
+        ctxfold.compress(msgs, budget=10**6, query=["locker"])  # type: ignore[arg-type]
+    session = Session(budget=10**6)
+    session.add(msgs)
+    with pytest.raises(ConfigurationError, match="query must be a string"):
+        session.render(query=3)  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match="recall_share"):
         ctxfold.compress(msgs, budget=_budget(msgs), recall_share=1.5)
     with pytest.raises(ConfigurationError, match="recall_share"):
