@@ -9,6 +9,7 @@ from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import date
 from typing import TYPE_CHECKING
 
 from .._state import LRU, memo
@@ -18,6 +19,7 @@ from ..result import SYSTEM_ROLES
 from ..text.primitives import split_lines, split_sentences
 from ..text.scoring import features
 from ..tokens import TokenCounter
+from .periods import Period, day_of
 from .stamps import stamp_of
 from .terms import terms
 
@@ -89,6 +91,7 @@ class RecallIndex:
         self.passages: list[Passage] = []
         self.speakers: list[str] = []  # per message
         self.stamps: list[str | None] = []  # per message: its time context
+        self.days: list[date | None] = []  # per message: the day its stamp names
         self._first: list[int] = [0]  # per message: its first passage; then the count
         self._postings: dict[str, list[tuple[int, int]]] = {}
         self._lengths: list[int] = []
@@ -107,6 +110,7 @@ class RecallIndex:
             k = len(self.speakers)
             own = stamp_of(m)
             self.stamps.append(own if own else (self.stamps[-1] if self.stamps else None))
+            self.days.append(day_of(own) if own else (self.days[-1] if self.days else None))
             self.speakers.append(speaker_tag(m))
             if m.role not in SYSTEM_ROLES:
                 name = (m.name or "").lower()
@@ -171,6 +175,24 @@ class RecallIndex:
     def of_message(self, k: int) -> range:
         """The ids of message ``k``'s passages."""
         return range(self._first[k], self._first[k + 1])
+
+    def during(self, spans: Sequence[Period], *, before: int) -> dict[int, float]:
+        """A score for each passage of the messages before ``before`` said during one
+        of ``spans``: what :meth:`search` gives a query term that exactly those
+        passages hold, once each (the fewer they are, the more it is worth)."""
+        upto = min(before, len(self.speakers))
+        if not spans or not upto:
+            return {}
+        pids = [
+            pid
+            for k in range(upto)
+            if (day := self.days[k]) is not None and any(p.holds(day) for p in spans)
+            for pid in self.of_message(k)
+        ]
+        if not pids:
+            return {}
+        n, df = len(self.passages), len(pids)
+        return dict.fromkeys(pids, math.log(1.0 + (n - df + 0.5) / (df + 0.5)))
 
     def search(self, query: Iterable[str], *, before: int) -> dict[int, float]:
         """The BM25 score of each passage of the messages before ``before`` that holds

@@ -9,6 +9,7 @@ from typing import NamedTuple
 
 from ..tokens import TokenCounter
 from .index import RecallIndex
+from .periods import periods
 from .terms import terms
 
 __all__ = ["Pick", "choose"]
@@ -95,6 +96,8 @@ def _fused(index: RecallIndex, query: str, until: int) -> dict[int, float]:
     its similarity to the query (above :data:`SIMILAR_FLOOR`, scaled so the most
     similar passage counts :data:`SIMILAR_WEIGHT` of the best BM25 score)."""
     found = index.search(terms(query), before=until)
+    for pid, s in index.during(periods(query), before=until).items():
+        found[pid] = found.get(pid, 0.0) + s
     sims = index.similar(query, before=until)
     if not sims:
         return found

@@ -4,12 +4,14 @@ in a block strict chat APIs take, reversible, within the budget."""
 from __future__ import annotations
 
 import json
+from datetime import date, datetime, timezone
 
 import pytest
 
 import ctxfold
 from ctxfold import ConfigurationError, Message, from_openai, to_openai
 from ctxfold.recall import RecallIndex, default_query, resolve_query
+from ctxfold.recall.periods import TOLD_WITHIN, Period, day_of, periods
 from ctxfold.recall.stamps import stamp_of
 from ctxfold.recall.terms import terms
 from ctxfold.result import RECALL_END, RECALL_HEAD, RECALL_KEY, without_recall
@@ -193,6 +195,43 @@ def test_a_time_line_shows_the_day_and_an_opening_message_keeps_its_time() -> No
     lines = result.messages[-1].text.split(RECALL_END)[0].splitlines()
     at = lines.index("Ana: [10:00 am on 2 March, 2024] I adopted a cat named Miso.")
     assert lines[at - 1] == "[2 March, 2024]"
+
+
+def test_a_question_that_names_a_day_recalls_what_was_said_then() -> None:
+    """Every evening Ana says what she had for dinner (dated by metadata): asked about
+    one day, recall shows that day's, though each matches the question's words alike."""
+    dishes = ["lentil soup", "ramen", "paella", "tacos", "risotto", "goulash", "pho", "dal"]
+    msgs = [Message("system", "You are Ben, Ana's friend.")]
+    for day in range(1, 29):
+        when = datetime(2024, 3, day, 19, tzinfo=timezone.utc).timestamp()
+        dish = dishes[day % len(dishes)] if day != 21 else "grilled halibut"
+        for role, name, text in (
+            ("user", "Ana", f"For dinner tonight I had {dish}. {FILLER[day % len(FILLER)]}"),
+            ("assistant", "Ben", FILLER[(day + 3) % len(FILLER)]),
+        ):
+            msgs.append(Message(role, text, name=name, metadata={"timestamp": when}))
+    for question in ("What did I have for dinner on 21 March 2024?", "What was dinner on Mar 21?"):
+        asked = [*msgs, Message("user", question, name="Ana")]
+        budget = _budget(asked, 0.15)
+        result = ctxfold.compress(asked, budget=budget, strategy=WINDOW)
+        assert "grilled halibut" in result.messages[-1].text.replace(question, "")
+        assert result.stats.tokens_after <= budget
+
+
+def test_periods_are_read_from_days_months_and_dates() -> None:
+    assert periods("What did I say on 16 November, 2023?") == (Period(11, 2023, 16),)
+    assert periods("and on November 16th?") == (Period(11, None, 16),)
+    assert periods("in August 2023, or 2024-03-05") == (Period(3, 2024, 5), Period(8, 2023))
+    assert periods("What happened in December?") == (Period(12),)
+    assert periods("It may rain; we march on") == ()  # words, not months
+    assert day_of("1:56 pm on 8 May, 2023") == date(2023, 5, 8)
+    assert day_of("2024-03-05 19:00 UTC") == date(2024, 3, 5)
+    assert day_of("10:32") is None
+    # what was said a few days after a period may still tell of it ("last night")
+    assert Period(5, 2023, 8).holds(date(2023, 5, 8 + TOLD_WITHIN))
+    assert not Period(5, 2023, 8).holds(date(2023, 5, 9 + TOLD_WITHIN))
+    assert not Period(5, 2023, 8).holds(date(2023, 5, 7))
+    assert Period(12).holds(date(2024, 1, 2)) and not Period(12).holds(date(2024, 1, 20))
 
 
 def test_an_explicit_query_recalls_when_no_user_message_is_last() -> None:
