@@ -99,7 +99,7 @@ def recall(
             return None
         sources = sorted({index.passages[p.pid].message for p in picks})
         refs = _references(history, index, picks, store)
-        block = render(index, [p.pid for p in picks], refs)
+        block = render(index, picks, refs)
         placed = place(out, block, sources)
         if placed is None:
             return None
@@ -118,7 +118,7 @@ def wanted(index: RecallIndex, query: str, *, until: int, cap: int, counter: Tok
     if room < _MIN_ROOM:
         return 0
     picks = choose(index, query, until=until, room=room, counter=counter, shown="")
-    used = sum(index.cost(p.pid, counter) for p in picks)
+    used = sum(index.cost(p.pid, counter, p.full) for p in picks)
     return used + _frame(counter) if used else 0
 
 
@@ -157,5 +157,5 @@ def _without_least(
         if need <= 0:
             break
         drop.add(p.pid)
-        need -= index.cost(p.pid, counter)
+        need -= index.cost(p.pid, counter, p.full)
     return [p for p in picks if p.pid not in drop]

@@ -12,6 +12,7 @@ from dataclasses import replace
 from ..messages import ContentPart, Message
 from ..result import RECALL_END, RECALL_HEAD, RECALL_KEY
 from .index import RecallIndex
+from .select import Pick
 
 __all__ = ["HEAD_LINE", "place", "render"]
 
@@ -22,48 +23,48 @@ _DAY = re.compile(r"^\d{1,2}:\d{2}\s*(?:[ap]\.?m\.?)?\s+on\s+", re.IGNORECASE)
 HEAD_LINE = f"{RECALL_HEAD} earlier passages that bear on the latest message]"
 
 
-def render(index: RecallIndex, pids: Sequence[int], refs: Mapping[int, str]) -> str:
-    """The block's text for the passages ``pids`` (in time order): a message's
+def render(index: RecallIndex, picks: Sequence[Pick], refs: Mapping[int, str]) -> str:
+    """The block's text for the passages ``picks`` (in time order): a message's
     passages on one line, cut parts marked ``...``, a message shown in part followed by
     its reference in ``refs`` (``[expand <id>]``) when there is one; a time line
     wherever the day changes (the day alone: a session header's time of day is when
-    the session opened, not when each later message was said; the message that opens
-    with it keeps it)."""
+    the session opened, not when each later message was said) and above a message
+    that opens with its date header (the header whole)."""
     lines = [HEAD_LINE]
     stamp: str | None = None
     k = 0
-    while k < len(pids):
-        message = index.passages[pids[k]].message
-        run = [pids[k]]
+    while k < len(picks):
+        message = index.passages[picks[k].pid].message
+        run = [picks[k]]
         k += 1
-        while k < len(pids) and index.passages[pids[k]].message == message:
-            run.append(pids[k])
+        while k < len(picks) and index.passages[picks[k].pid].message == message:
+            run.append(picks[k])
             k += 1
         when = index.stamps[message]
-        day = _DAY.sub("", when) if when else None
-        if day and day != stamp:
-            lines.append(f"[{day}]")
-            stamp = day
-        line = _message_line(index, run, refs.get(message))
-        if when and day == when:  # a message that opens with its date: the line shows it
-            line = line.replace(f": [{when}] ", ": ", 1)
-        lines.append(line)
+        if when and index.opens[message]:  # its header: the time line shows it whole
+            if when != stamp:
+                lines.append(f"[{when}]")
+            stamp = when
+        elif when and _DAY.sub("", when) != _DAY.sub("", stamp or ""):
+            stamp = _DAY.sub("", when)
+            lines.append(f"[{stamp}]")
+        lines.append(_message_line(index, run, refs.get(message)))
     lines.append(RECALL_END)
     return "\n".join(lines)
 
 
-def _message_line(index: RecallIndex, run: list[int], ref: str | None) -> str:
+def _message_line(index: RecallIndex, run: list[Pick], ref: str | None) -> str:
     passages = index.passages
-    first = passages[run[0]]
+    first = passages[run[0].pid]
     if first.whole:
-        return f"{index.speakers[first.message]}: {first.text}"
+        return f"{index.speakers[first.message]}: {index.shown(run[0].pid, run[0].full)}"
     span = index.of_message(first.message)
     parts: list[str] = []
-    for j, pid in enumerate(run):
-        if pid > span.start and (j == 0 or run[j - 1] != pid - 1):
+    for j, (pid, _, full) in enumerate(run):
+        if pid > span.start and (j == 0 or run[j - 1].pid != pid - 1):
             parts.append("...")
-        parts.append(("-> " if passages[pid].call else "") + passages[pid].text)
-    if run[-1] < span.stop - 1:
+        parts.append(("-> " if passages[pid].call else "") + index.shown(pid, full))
+    if run[-1].pid < span.stop - 1:
         parts.append("...")
     tail = f" {ref}" if ref else ""
     return f"{index.speakers[first.message]}: {' '.join(parts)}{tail}"

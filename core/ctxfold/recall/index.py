@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date
 from typing import TYPE_CHECKING
@@ -16,11 +16,12 @@ from .._state import LRU, memo
 from ..messages import Message, speaker_tag
 from ..models.embedders import Embedder, embed
 from ..result import SYSTEM_ROLES
+from ..text.adapters import Piece
 from ..text.primitives import split_lines, split_sentences
-from ..text.scoring import features
+from ..text.scoring import elide, features, says_little
 from ..tokens import TokenCounter
 from .periods import Period, day_of
-from .stamps import stamp_of
+from .stamps import split_stamp, stamp_of
 from .terms import terms
 
 if TYPE_CHECKING:
@@ -59,7 +60,7 @@ def passages_of(m: Message) -> tuple[tuple[str, bool, bool], ...]:
 
 
 def _split(m: Message) -> Iterable[tuple[str, bool, bool]]:
-    text = m.text.strip()
+    text = split_stamp(m.text)[1].strip()  # a block shows the date on a line of its own
     calls = [f"{c.name}({c.arguments})" for c in m.tool_calls]
     if text and len(text) <= PASSAGE_CHARS * 3 // 2:
         yield text, not calls, False
@@ -90,13 +91,16 @@ class RecallIndex:
         self._embedded = 0  # passages embedded so far
         self.passages: list[Passage] = []
         self.speakers: list[str] = []  # per message
+        self.names: set[str] = set()  # the speakers' names, as terms
+        self._briefs: dict[int, tuple[str, frozenset[str]]] = {}
         self.stamps: list[str | None] = []  # per message: its time context
         self.days: list[date | None] = []  # per message: the day its stamp names
+        self.opens: list[bool] = []  # per message: whether it opens with its stamp
         self._first: list[int] = [0]  # per message: its first passage; then the count
         self._postings: dict[str, list[tuple[int, int]]] = {}
         self._lengths: list[int] = []
         self._total = 0
-        self._costs: dict[tuple[str, int], int] = {}
+        self._costs: dict[tuple[str, int, bool], int] = {}
         self._carries: dict[int, float] = {}
         self.extend(messages)
 
@@ -109,11 +113,16 @@ class RecallIndex:
         for m in messages:
             k = len(self.speakers)
             own = stamp_of(m)
+            self.opens.append(split_stamp(m.text)[0] is not None)
             self.stamps.append(own if own else (self.stamps[-1] if self.stamps else None))
             self.days.append(day_of(own) if own else (self.days[-1] if self.days else None))
             self.speakers.append(speaker_tag(m))
             if m.role not in SYSTEM_ROLES:
                 name = (m.name or "").lower()
+                if name and name not in self.names:
+                    self.names.add(name)
+                    self._briefs.clear()  # a sentence that only names them says little
+                    self._costs.clear()
                 for text, whole, call in passages_of(m):
                     pid = len(self.passages)
                     self.passages.append(Passage(k, text, whole, call))
@@ -127,12 +136,13 @@ class RecallIndex:
                     self._total += size
             self._first.append(len(self.passages))
 
-    def cost(self, pid: int, counter: TokenCounter) -> int:
-        """The tokens passage ``pid`` takes in a recall block (counted once)."""
-        key = (counter.name, pid)
+    def cost(self, pid: int, counter: TokenCounter, full: bool = False) -> int:
+        """The tokens passage ``pid`` takes in a recall block (counted once), shown
+        brief or ``full`` (see :meth:`shown`)."""
+        key = (counter.name, pid, full)
         hit = self._costs.get(key)
         if hit is None:
-            hit = self._costs[key] = counter.count_text(self.line(pid)) + 1
+            hit = self._costs[key] = counter.count_text(self.line(pid, full)) + 1
         return hit
 
     def carries(self, pid: int) -> float:
@@ -143,10 +153,27 @@ class RecallIndex:
             hit = self._carries[pid] = features(self.passages[pid].text).base
         return hit
 
-    def line(self, pid: int) -> str:
+    def shown(self, pid: int, full: bool = False) -> str:
+        """Passage ``pid``'s text as a recall block shows it: ``full``, or brief: in
+        prose, the sentences that say next to nothing ("Wow, Mel!", "Thanks!") left
+        out (marked ``...``) when another says something."""
+        return self.passages[pid].text if full else self._brief(pid)[0]
+
+    def leaves_out(self, pid: int) -> frozenset[str]:
+        """The terms of the sentences the brief text of passage ``pid`` leaves out (a
+        query that asks for one of them shows the passage in full)."""
+        return self._brief(pid)[1]
+
+    def line(self, pid: int, full: bool = False) -> str:
         """A passage as a recall block shows it alone: ``speaker: text``."""
         p = self.passages[pid]
-        return f"{self.speakers[p.message]}{' ->' if p.call else ':'} {p.text}"
+        return f"{self.speakers[p.message]}{' ->' if p.call else ':'} {self.shown(pid, full)}"
+
+    def _brief(self, pid: int) -> tuple[str, frozenset[str]]:
+        hit = self._briefs.get(pid)
+        if hit is None:
+            hit = self._briefs[pid] = _brief(self.passages[pid], self.names)
+        return hit
 
     def similar(self, query: str, *, before: int) -> dict[int, float]:
         """The embedder's cosine similarity of ``query`` to each passage of the
@@ -215,3 +242,17 @@ class RecallIndex:
                 norm = tf + _K1 * (1.0 - _B + _B * lengths[pid] / avg)
                 scores[pid] = scores.get(pid, 0.0) + idf * tf * (_K1 + 1.0) / norm
         return scores
+
+
+def _brief(p: Passage, names: Collection[str]) -> tuple[str, frozenset[str]]:
+    """``p``'s text less its sentences that say next to nothing (a speaker's name
+    says nothing new; cut ones marked ``...``), when it is prose and another sentence
+    says something; and the terms of those left out."""
+    if p.call or p.text.count("\n") >= 3:
+        return p.text, frozenset()
+    segments = split_sentences(p.text)
+    keep = [not says_little(features(s), names) for s in segments]
+    if all(keep) or not any(keep):
+        return p.text, frozenset()
+    left = frozenset(t for s, k in zip(segments, keep, strict=True) if not k for t in terms(s))
+    return elide(Piece(p.text, keep=False, mode="prose"), segments, keep).strip(), left

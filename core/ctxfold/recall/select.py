@@ -35,10 +35,12 @@ _MISSES = 24  # passages in a row too long for the room left: stop looking
 
 
 class Pick(NamedTuple):
-    """A recalled passage: its id in the index and its value."""
+    """A recalled passage: its id in the index, its value, and whether it is shown in
+    full (a sentence its brief text leaves out holds a term of the query)."""
 
     pid: int
     value: float
+    full: bool = False
 
 
 def choose(
@@ -59,6 +61,7 @@ def choose(
     if not found:
         return []
     top = max(found.values())
+    asked = frozenset(terms(query)).difference(index.names)  # not "Thanks, Mel!"
     passages = index.passages
     last = index.of_message(until - 1).stop if until else 0
     value: dict[int, float] = {}
@@ -78,14 +81,15 @@ def choose(
         text = passages[pid].text
         if text in said or text in shown:
             continue
-        c = index.cost(pid, counter)
+        full = not asked.isdisjoint(index.leaves_out(pid))
+        c = index.cost(pid, counter, full)
         if used + c > room:
             misses += 1
             if misses > _MISSES:
                 break
             continue
         misses = 0
-        picks.append(Pick(pid, value[pid]))
+        picks.append(Pick(pid, value[pid], full))
         said.add(text)
         used += c
     return sorted(picks)

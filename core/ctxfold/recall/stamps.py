@@ -12,7 +12,7 @@ from typing import Any
 
 from ..messages import Message
 
-__all__ = ["stamp_of"]
+__all__ = ["split_stamp", "stamp_of"]
 
 # A bracketed head of 4 to 48 characters that holds a date or a time of day.
 _HEAD = re.compile(r"\s*\[([^\[\]\n]{4,48})\]")
@@ -27,10 +27,16 @@ _KEYS = ("timestamp", "created_at", "date", "time")
 def stamp_of(m: Message) -> str | None:
     """When ``m`` was said, if it says: its leading date header, else a time in its
     metadata (a string as written, a number as seconds since the epoch, in UTC)."""
-    head = _HEAD.match(m.text)
+    return split_stamp(m.text)[0] or _from_metadata(m.metadata)
+
+
+def split_stamp(text: str) -> tuple[str | None, str]:
+    """The date header ``text`` opens with (``1:56 pm on 8 May, 2023``), if any, and
+    the text after it."""
+    head = _HEAD.match(text)
     if head and _MONTH.search(head.group(1)) and any(c.isdigit() for c in head.group(1)):
-        return head.group(1).strip()
-    return _from_metadata(m.metadata)
+        return head.group(1).strip(), text[head.end() :].lstrip()
+    return None, text
 
 
 def _from_metadata(meta: Mapping[str, Any]) -> str | None:

@@ -6,7 +6,7 @@ import itertools
 import math
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -31,6 +31,7 @@ __all__ = [
     "features",
     "has_error",
     "mentions_decision",
+    "says_little",
     "score",
     "segments_of",
     "shorten",
@@ -165,6 +166,13 @@ class Features(NamedTuple):
     signal: bool  # holds numbers or identifiers
     line: str  # the stripped text, to spot lines shown again later
     names: tuple[str, ...] = ()  # capitalized words inside the sentence, lower-cased
+
+
+def says_little(f: Features, known: Collection[str] = ()) -> bool:
+    """Whether a sentence says next to nothing: at most one content word, no number or
+    identifier, no name but those ``known`` ("Wow!", "Thanks, Mel!" when Mel is
+    known, "How have you been?"; not "Been only to Rome once.")."""
+    return len(f.content) <= 1 and not f.signal and all(n in known for n in f.names)
 
 
 def content_words(text: str) -> frozenset[str]:

@@ -186,15 +186,31 @@ def test_the_block_opens_the_question_with_speakers_and_dates() -> None:
 
 def test_a_time_line_shows_the_day_and_an_opening_message_keeps_its_time() -> None:
     """The time of day of a session header is when it opened, not when each later
-    message was said: time lines show the day; the opening message shows its own."""
+    message was said: a time line shows the day, or above the message that opens with
+    the header, the header whole (once: the line below it does not repeat it)."""
     msgs = [
-        *_chat({40: "I adopted a cat named Miso.", 41: "Lovely!"}),
+        *_chat({40: "I adopted a cat named Miso.", 41: "Lovely!", 86: "Miso the cat sleeps."}),
         Message("user", "What is my cat called?", name="Ana"),
     ]
     result = ctxfold.compress(msgs, budget=_budget(msgs), strategy=WINDOW)
     lines = result.messages[-1].text.split(RECALL_END)[0].splitlines()
-    at = lines.index("Ana: [10:00 am on 2 March, 2024] I adopted a cat named Miso.")
-    assert lines[at - 1] == "[2 March, 2024]"
+    at = lines.index("Ana: I adopted a cat named Miso.")
+    assert lines[at - 1] == "[10:00 am on 2 March, 2024]"
+    later = lines.index("Ana: Miso the cat sleeps.")
+    assert [ln for ln in lines[:later] if ln.startswith("[")][-1] == "[3 March, 2024]"
+
+
+def test_a_recalled_message_leaves_out_what_says_nothing() -> None:
+    """Greetings and exclamations cost room and say nothing: a recalled message shows
+    its other sentences (the cut marked), unless the question asks for one of them."""
+    fact = "Wow, Ben! Great. By the way, my gym locker code is 4471. Hats off!"
+    msgs = [*_chat({10: fact, 11: "Noted!"}), Message("user", "What is my locker code?")]
+    result = ctxfold.compress(msgs, budget=_budget(msgs), strategy=WINDOW)
+    block = result.messages[-1].text.split(RECALL_END)[0]
+    assert "Ana: ... By the way, my gym locker code is 4471. ..." in block.splitlines()
+    asked = [*msgs[:-1], Message("user", "Where did I take my hats off with the locker code?")]
+    result = ctxfold.compress(asked, budget=_budget(asked), strategy=WINDOW)
+    assert f"Ana: {fact}" in result.messages[-1].text.splitlines()
 
 
 def test_a_question_that_names_a_day_recalls_what_was_said_then() -> None:
