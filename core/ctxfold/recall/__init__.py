@@ -56,6 +56,7 @@ def default_share(messages: Sequence[Message]) -> float:
 
 _MIN_ROOM = 24  # tokens: less room than this recalls nothing
 _TRIES = 4
+_FILL = 16  # tokens: a block that leaves this many unused is chosen again
 
 
 #: The trace flag of a message a recall block quotes (in part or whole).
@@ -94,21 +95,27 @@ def recall(
     room = budget - counter.count_messages(out) - _frame(counter)
     if room < _MIN_ROOM:
         return None
-    picks = choose(index, query, until=until, room=room, counter=counter, shown=shown_text)
+    best: Recalled | None = None
     for _ in range(_TRIES):
+        picks = choose(index, query, until=until, room=room, counter=counter, shown=shown_text)
         if not picks:
-            return None
+            return best
         sources = sorted({index.passages[p.pid].message for p in picks})
         refs = _references(history, index, picks, store)
-        block = render(index, picks, refs)
-        placed = place(out, block, sources)
+        placed = place(out, render(index, picks, refs), sources)
         if placed is None:
-            return None
-        over = counter.count_messages(placed) - budget
-        if over <= 0:
-            return Recalled(placed, tuple(sources))
-        picks = _without_least(picks, index, counter, over)
-    return None
+            return best
+        left = budget - counter.count_messages(placed)
+        if left < 0:  # the block's lines cost more than their passages: choose in less
+            if best is not None:
+                return best
+            room += left - _FILL
+            continue
+        best = Recalled(placed, tuple(sources))
+        if left < _FILL:
+            return best
+        room += left  # they cost less: choose again in the room left over
+    return best
 
 
 def wanted(index: RecallIndex, query: str, *, until: int, cap: int, counter: TokenCounter) -> int:
@@ -146,17 +153,3 @@ def _references(
 
 def _whole(index: RecallIndex, picks: Sequence[Pick]) -> set[int]:
     return {index.passages[p.pid].message for p in picks if index.passages[p.pid].whole}
-
-
-def _without_least(
-    picks: list[Pick], index: RecallIndex, counter: TokenCounter, over: int
-) -> list[Pick]:
-    """``picks`` less the least valuable ones worth about ``over`` tokens (and a few)."""
-    need = over + 4
-    drop: set[int] = set()
-    for p in sorted(picks, key=lambda p: (p.value, -p.pid)):
-        if need <= 0:
-            break
-        drop.add(p.pid)
-        need -= index.cost(p.pid, counter, p.full)
-    return [p for p in picks if p.pid not in drop]

@@ -250,6 +250,19 @@ def test_periods_are_read_from_days_months_and_dates() -> None:
     assert Period(12).holds(date(2024, 1, 2)) and not Period(12).holds(date(2024, 1, 20))
 
 
+def test_a_recall_block_fills_the_room_it_is_given() -> None:
+    """A block's lines cost less than their passages alone (one speaker per run, no
+    separate framing): the room left over is chosen into again, not left unused."""
+    msgs = [Message("system", "You keep Ana's notes.")]
+    for k in range(150):
+        msgs.append(Message("user", f"Tomato {2 * k}.", name="Ana"))
+        msgs.append(Message("assistant", f"Ok {2 * k + 1}.", name="Ben"))
+    msgs.append(Message("user", "Which tomato numbers did I note?", name="Ana"))
+    for budget in (400, 600, 800):
+        result = ctxfold.compress(msgs, budget=budget, strategy=WINDOW)
+        assert 0 <= budget - result.stats.tokens_after < 16, budget
+
+
 def test_an_explicit_query_recalls_when_no_user_message_is_last() -> None:
     msgs = _chat(LOCKER)  # Ben speaks last
     budget = _budget(msgs)
