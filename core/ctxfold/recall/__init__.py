@@ -17,7 +17,7 @@ from ..tokens import TokenCounter
 from .block import HEAD_LINE, place, render
 from .index import Passage, RecallIndex
 from .query import Query, check_query, default_query, resolve_query
-from .select import Pick, choose
+from .select import Pick, choose, fit, rank
 
 __all__ = [
     "AGENT_SHARE",
@@ -95,9 +95,10 @@ def recall(
     room = budget - counter.count_messages(out) - _frame(counter)
     if room < _MIN_ROOM:
         return None
+    ranking = rank(index, query, until)
     best: Recalled | None = None
     for _ in range(_TRIES):
-        picks = choose(index, query, until=until, room=room, counter=counter, shown=shown_text)
+        picks = fit(index, ranking, room=room, counter=counter, shown=shown_text)
         if not picks:
             return best
         sources = sorted({index.passages[p.pid].message for p in picks})

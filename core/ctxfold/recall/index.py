@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date
 from typing import TYPE_CHECKING
@@ -102,6 +102,9 @@ class RecallIndex:
         self._total = 0
         self._costs: dict[tuple[str, int, bool], int] = {}
         self._carries: dict[int, float] = {}
+        #: What a caller derived from the index as it is (a query's ranking), dropped
+        #: when it grows.
+        self.derived: dict[Hashable, object] = {}
         self.extend(messages)
 
     def __len__(self) -> int:
@@ -110,6 +113,7 @@ class RecallIndex:
     def extend(self, messages: Iterable[Message]) -> None:
         """Index ``messages``, the history's next ones."""
         postings = self._postings
+        self.derived.clear()
         for m in messages:
             k = len(self.speakers)
             own = stamp_of(m)

@@ -12,7 +12,7 @@ from .index import RecallIndex
 from .periods import periods
 from .terms import terms
 
-__all__ = ["Pick", "choose"]
+__all__ = ["Pick", "Ranking", "choose", "fit", "rank"]
 
 #: How much a neighbour of a found passage is worth against it: the one after it (the
 #: reply, often the answer) and the one before it (what it answers). Tuned on two
@@ -43,6 +43,14 @@ class Pick(NamedTuple):
     full: bool = False
 
 
+class Ranking(NamedTuple):
+    """The passages a query finds, best first, with their values; and the query's
+    terms that show a passage in full (see :meth:`RecallIndex.leaves_out`)."""
+
+    found: list[tuple[int, float]]
+    asked: frozenset[str]
+
+
 def choose(
     index: RecallIndex,
     query: str,
@@ -57,12 +65,30 @@ def choose(
     passage the text ``shown`` holds already is left out."""
     if room <= 0:
         return []
+    return fit(index, rank(index, query, until), room=room, counter=counter, shown=shown)
+
+
+def rank(index: RecallIndex, query: str, until: int) -> Ranking:
+    """The passages of messages before ``until`` that ``query`` finds, best first:
+    each worth its relevance (a share of the best) and a little more for what it
+    carries; its neighbours a share of that. The last ranking of each index is kept
+    (a render asks twice: how much room, then what fits) until the index grows."""
+    key = ("rank", query, until)
+    kept = index.derived.get(key)
+    if isinstance(kept, Ranking):
+        return kept
+    ranking = _rank(index, query, until)
+    index.derived.clear()
+    index.derived[key] = ranking
+    return ranking
+
+
+def _rank(index: RecallIndex, query: str, until: int) -> Ranking:
     found = _fused(index, query, until)
-    if not found:
-        return []
-    top = max(found.values())
     asked = frozenset(terms(query)).difference(index.names)  # not "Thanks, Mel!"
-    passages = index.passages
+    if not found:
+        return Ranking([], asked)
+    top = max(found.values())
     last = index.of_message(until - 1).stop if until else 0
     value: dict[int, float] = {}
     for pid, s in found.items():
@@ -74,14 +100,23 @@ def choose(
         for near, share in ((pid + 1, NEXT_SHARE), (pid - 1, PREVIOUS_SHARE)):
             if 0 <= near < last:
                 value[near] = max(value.get(near, 0.0), s * share)
+    return Ranking(sorted(value.items(), key=lambda pv: (-pv[1], pv[0])), asked)
+
+
+def fit(
+    index: RecallIndex, ranking: Ranking, *, room: int, counter: TokenCounter, shown: str
+) -> list[Pick]:
+    """The best passages of ``ranking`` that fit ``room`` tokens, in time order; none
+    that the text ``shown`` holds already, none twice."""
+    passages = index.passages
     picks: list[Pick] = []
     said: set[str] = set()  # a text said twice (a greeting, a stock reply) is shown once
     used = misses = 0
-    for pid in sorted(value, key=lambda p: (-value[p], p)):
+    for pid, value in ranking.found:
         text = passages[pid].text
         if text in said or text in shown:
             continue
-        full = not asked.isdisjoint(index.leaves_out(pid))
+        full = not ranking.asked.isdisjoint(index.leaves_out(pid))
         c = index.cost(pid, counter, full)
         if used + c > room:
             misses += 1
@@ -89,7 +124,7 @@ def choose(
                 break
             continue
         misses = 0
-        picks.append(Pick(pid, value[pid], full))
+        picks.append(Pick(pid, value, full))
         said.add(text)
         used += c
     return sorted(picks)
