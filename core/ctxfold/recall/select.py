@@ -1,7 +1,8 @@
-"""Which passages a query recalls: each passage the query's terms find (BM25), valued
-by that relevance and by what it carries (numbers, names, identifiers), with the
-passages beside it (the reply holds the answer as often as the line that matched);
-the best first while they fit, none the output already shows."""
+"""Which passages a query recalls: each passage the query's terms find (BM25) or that
+was said in a period it names, valued by that relevance and by what it carries
+(numbers, names, identifiers), with the passages beside it (the reply holds the
+answer as often as the line that matched); ranked once, then the best first while
+they fit a room, none the output already shows."""
 
 from __future__ import annotations
 
@@ -131,9 +132,10 @@ def fit(
 
 
 def _fused(index: RecallIndex, query: str, until: int) -> dict[int, float]:
-    """Each passage's relevance: BM25 on the query's terms, plus, with an embedder,
-    its similarity to the query (above :data:`SIMILAR_FLOOR`, scaled so the most
-    similar passage counts :data:`SIMILAR_WEIGHT` of the best BM25 score)."""
+    """Each passage's relevance: BM25 on the query's terms, plus a term's worth when
+    it was said in a period the query names, plus, with an embedder, its similarity
+    to the query (above :data:`SIMILAR_FLOOR`, scaled so the most similar passage
+    counts :data:`SIMILAR_WEIGHT` of the best BM25 score)."""
     found = index.search(terms(query), before=until)
     for pid, s in index.during(periods(query), before=until).items():
         found[pid] = found.get(pid, 0.0) + s
