@@ -31,7 +31,8 @@ def render(index: RecallIndex, picks: Sequence[Pick], refs: Mapping[int, str]) -
     the session opened, not when each later message was said) and above a message
     that opens with its date header (the header whole)."""
     lines = [HEAD_LINE]
-    stamp: str | None = None
+    stamp: str | None = None  # the last time line's
+    day: str | None = None  # ...and its day
     k = 0
     while k < len(picks):
         message = index.passages[picks[k].pid].message
@@ -41,13 +42,12 @@ def render(index: RecallIndex, picks: Sequence[Pick], refs: Mapping[int, str]) -
             run.append(picks[k])
             k += 1
         when = index.stamps[message]
-        if when and index.opens[message]:  # its header: the time line shows it whole
-            if when != stamp:
-                lines.append(f"[{when}]")
-            stamp = when
-        elif when and _DAY.sub("", when) != _DAY.sub("", stamp or ""):
-            stamp = _DAY.sub("", when)
-            lines.append(f"[{stamp}]")
+        if when:
+            opens, on_day = index.opens[message], _DAY.sub("", when)
+            shows = when if opens else on_day  # its header: the time line shows it whole
+            if shows != (stamp if opens else day):
+                lines.append(f"[{shows}]")
+                stamp, day = shows, on_day
         lines.append(_message_line(index, run, refs.get(message)))
     lines.append(RECALL_END)
     return "\n".join(lines)

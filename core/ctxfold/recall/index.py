@@ -21,7 +21,7 @@ from ..text.primitives import split_lines, split_sentences
 from ..text.scoring import elide, features, says_little
 from ..tokens import TokenCounter
 from .periods import Period, day_of
-from .stamps import split_stamp, stamp_of
+from .stamps import metadata_stamp, split_stamp
 from .terms import terms
 
 if TYPE_CHECKING:
@@ -116,8 +116,9 @@ class RecallIndex:
         self.derived.clear()
         for m in messages:
             k = len(self.speakers)
-            own = stamp_of(m)
-            self.opens.append(split_stamp(m.text)[0] is not None)
+            head = split_stamp(m.text)[0]  # stamp_of, with whether the text opens with it
+            own = head or metadata_stamp(m.metadata)
+            self.opens.append(head is not None)
             self.stamps.append(own if own else (self.stamps[-1] if self.stamps else None))
             self.days.append(day_of(own) if own else (self.days[-1] if self.days else None))
             self.speakers.append(speaker_tag(m))

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..messages import Message
 
-__all__ = ["split_stamp", "stamp_of"]
+__all__ = ["metadata_stamp", "split_stamp", "stamp_of"]
 
 # A bracketed head of 4 to 48 characters that holds a date or a time of day.
 _HEAD = re.compile(r"\s*\[([^\[\]\n]{4,48})\]")
@@ -27,7 +27,7 @@ _KEYS = ("timestamp", "created_at", "date", "time")
 def stamp_of(m: Message) -> str | None:
     """When ``m`` was said, if it says: its leading date header, else a time in its
     metadata (a string as written, a number as seconds since the epoch, in UTC)."""
-    return split_stamp(m.text)[0] or _from_metadata(m.metadata)
+    return split_stamp(m.text)[0] or metadata_stamp(m.metadata)
 
 
 def split_stamp(text: str) -> tuple[str | None, str]:
@@ -39,7 +39,9 @@ def split_stamp(text: str) -> tuple[str | None, str]:
     return None, text
 
 
-def _from_metadata(meta: Mapping[str, Any]) -> str | None:
+def metadata_stamp(meta: Mapping[str, Any]) -> str | None:
+    """The time a message's metadata records (``timestamp``, ``created_at``, ``date``,
+    ``time``), as :func:`stamp_of` gives it."""
     for key in _KEYS:
         value = meta.get(key)
         if isinstance(value, bool):
