@@ -12,12 +12,14 @@ import ctxfold
 from ctxfold import ConfigurationError, Message, from_openai, to_openai
 from ctxfold.recall import RecallIndex, default_query, resolve_query
 from ctxfold.recall.periods import TOLD_WITHIN, Period, day_of, periods
+from ctxfold.recall.select import rank
 from ctxfold.recall.stamps import stamp_of
 from ctxfold.recall.terms import terms
 from ctxfold.result import RECALL_END, RECALL_HEAD, RECALL_KEY, without_recall
 from ctxfold.session import Session
 from ctxfold.storage import MemoryStore
 from ctxfold.testing import check_tool_integrity
+from ctxfold.text.scoring import features, says_little
 from ctxfold.validity import tool_pairing_problems, turn_order_problems
 
 COUNTER = ctxfold.get_counter("o200k_base")
@@ -88,6 +90,31 @@ def test_an_index_extended_message_by_message_scores_as_one_built_at_once() -> N
     best = max(found, key=found.__getitem__)
     assert "4471" in whole.passages[best].text
     assert all(whole.passages[p].message < 11 for p in whole.search(query, before=11))
+
+
+def test_a_ranking_kept_on_an_index_is_dropped_when_the_index_grows() -> None:
+    """A render ranks a query twice (the room, then what fits): the second is the
+    first, kept; once the index grows, its words' rarity changes and so does the
+    ranking, as a fresh index's."""
+    msgs = _chat(LOCKER)
+    grown = RecallIndex(msgs[:100])
+    first = rank(grown, "gym locker code", 50)
+    assert rank(grown, "gym locker code", 50) is first
+    grown.extend(msgs[100:])
+    again = rank(grown, "gym locker code", 50)
+    assert again is not first
+    assert again == rank(RecallIndex(msgs), "gym locker code", 50)
+
+
+def test_a_sentence_says_little_without_content_numbers_or_new_names() -> None:
+    def little(text: str, known: tuple[str, ...] = ()) -> bool:
+        return says_little(features(text), known)
+
+    assert little("Wow, that's great!") and little("How have you been?")
+    assert little("Thanks, Mel!", ("mel",)) and not little("Thanks, Mel!")
+    assert not little("Been only to Rome once.")  # a name says where
+    assert not little("It took 3 days.") and not little("See src/app.py now.")
+    assert not little("The locker code works.")
 
 
 # ------------------------------------------------------------------ the query
