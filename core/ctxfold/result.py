@@ -26,6 +26,7 @@ __all__ = [
     "after_system_block",
     "from_user",
     "insert_note",
+    "is_note",
     "note_message",
     "note_role",
     "without_recall",

@@ -438,6 +438,10 @@ class Session:
         tail = self._cum[-1] - self._cum[self._upto()]
         return self._overhead + self._prefix_tokens + tail
 
+    def _low_mark(self, budget: int) -> int:
+        """The tokens a compaction compacts down to (the budget when not cache-stable)."""
+        return int(self._low_share(budget) * budget) if self.cache_stable else budget
+
     def _compact(self, budget: int) -> None:
         """Compact to the low-water mark (the budget when not cache-stable, or when
         what must be kept does not fit lower)."""
@@ -445,7 +449,7 @@ class Session:
         cut = open_start(history, self._upto())
         waiting = self._cum[-1] - self._cum[cut]  # a call still waiting for its results
         room = budget - waiting
-        low = int(self._low_share(budget) * budget) if self.cache_stable else budget
+        low = self._low_mark(budget)
         error: BudgetError | None = None
         rarity = WordCounts(len(history), MappingProxyType(self._words))
         for target in dict.fromkeys((min(low, room), room)):
@@ -510,19 +514,23 @@ class Session:
         )
 
     def _make_room(self, query: str, share: float, budget: int) -> str | None:
-        """Keep free the room what ``query`` recalls wants (at most ``share`` of
-        ``budget``), compacting when the view is over the rest; the query, or ``None``
-        when it recalls nothing or what must be kept needs the whole budget."""
-        cap = int(share * budget)
+        """Free the room what ``query`` recalls earns, never pushing the stable prefix
+        below the low-water mark: the passages want at most ``share`` of ``budget``
+        and at most what the low-water mark leaves; when the view leaves them less,
+        the view compacts to the low-water mark, as it would when it grows past the
+        budget. The query, or ``None`` when it recalls nothing."""
+        low, stable = self._low_mark(budget), self.cache_stable
+        cap = min(int(share * budget), budget - low) if stable else int(share * budget)
         n = len(self._history) - 1  # the newest message is never its own source
         want = wanted(self._recall_index(), query, until=n, cap=cap, counter=self.counter)
         if not want:
             return None
-        if self._view_tokens() > int(self.high_water * budget) - want:
+        view = self._view_tokens()
+        if view > budget - want and (view > low or not stable):
             try:
-                self._compact(budget - want)
+                self._compact(budget if stable else budget - want)
             except BudgetError:
-                return None
+                return query  # what must be kept needs the budget: recall in what is left
         return query
 
     def _recall_index(self) -> RecallIndex:

@@ -82,13 +82,14 @@ class SummarizingCompressor(BaseCompressor):
             return keep_only(conv, set(pinned), set(pinned), self.name)
         avail = budget - pinned_cost
         recent = newest_units(free, tokens, self.recent_share * avail, cap=avail - _MIN_SUMMARY)
+        recent.add(free[-1].start)  # the newest unit always: where the conversation is
         while True:
             old_units = [u for u in free if u.start not in recent]
             kept_cost = sum(tokens[i] for u in free if u.start in recent for i in u.indices)
             n_old = sum(len(u) for u in old_units)
             header = counter.count_message(summary_message("", n_old, self.role))
             allowance = avail - kept_cost - header - 1  # the line break after the header
-            if allowance >= _MIN_SUMMARY or not recent:
+            if allowance >= _MIN_SUMMARY or len(recent) == 1:
                 break
             recent.discard(min(recent))  # make room for the summary: the oldest goes
         if not old_units:

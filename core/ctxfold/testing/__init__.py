@@ -33,7 +33,7 @@ from ..messages import (
     to_anthropic,
     to_openai,
 )
-from ..result import CompressionResult
+from ..result import SYSTEM_ROLES, CompressionResult, is_note, without_recall
 from ..tokens import get_counter
 from ..units import group_units
 from ..validity import turn_order_problems
@@ -41,6 +41,7 @@ from ..validity import turn_order_problems
 __all__ = [
     "CompressorContract",
     "ContractViolation",
+    "check_continuation",
     "check_invariants",
     "check_tool_integrity",
     "find_data_dir",
@@ -93,6 +94,35 @@ def check_tool_integrity(before: Sequence[Message], after: Sequence[Message]) ->
                 )
 
 
+def check_continuation(before: Sequence[Message], after: Sequence[Message]) -> None:
+    """Check that ``after`` ends with the newest message of ``before``, so an agent
+    sees where it is: the same message, or the same one shortened in place (its role,
+    name, tool call ids and the call it answers kept; a recall block at its head
+    allowed), never a note standing for it. A history that ends on a system message
+    (pinned messages are checked apart) or on tool calls still waiting for their results
+    (no model is called there; a session keeps them out of its compactions) is exempt."""
+    if not before or before[-1].role in SYSTEM_ROLES or before[-1].tool_calls:
+        return
+    newest = before[-1]
+    shown = without_recall(after)
+    if not shown:
+        _fail("continuation", "the output is empty")
+    last = shown[-1]
+    same = last == newest or (
+        not is_note(last)
+        and last.role == newest.role
+        and last.name == newest.name
+        and last.tool_call_id == newest.tool_call_id
+        and [c.id for c in last.tool_calls] == [c.id for c in newest.tool_calls]
+    )
+    if not same:
+        _fail(
+            "continuation",
+            f"the output ends on a {last.role} message ({last.text[:60]!r}), not on the "
+            f"input's newest {newest.role} message ({newest.text[:60]!r})",
+        )
+
+
 def _converts_to_anthropic(messages: Sequence[Message]) -> bool:
     try:
         to_anthropic(messages)
@@ -119,7 +149,7 @@ def check_invariants(
     budget: int,
     counter: CounterSpec = "o200k_base",
 ) -> CompressionResult | None:
-    """Compress once and check the design's eight invariants (and that an input strict
+    """Compress once and check the design's invariants (and that an input strict
     chat APIs accept gives an output they accept: one leading system block, a user
     turn first, user and assistant alternating); return the result.
 
@@ -187,6 +217,8 @@ def check_invariants(
     kept = [original[d.index] for d in result.trace if d.action == "kept"]
     if not _is_subsequence(kept, out):
         _fail("order", "messages the trace calls kept are missing or out of order")
+    # 9. Continuation: the output ends with the input's newest message.
+    check_continuation(original, out)
     # 5. Deterministic, byte for byte.
     again = compressor.compress(copy.deepcopy(original), budget=budget, counter=cnt)
     if (

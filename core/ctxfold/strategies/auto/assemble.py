@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 from ...contract import Conversation
@@ -41,6 +41,7 @@ class Layout:
     old_units: list[Unit]
     plans: dict[int, Plan]
     pool: list[tuple[str, float]]
+    shortened: dict[int, Message] = field(default_factory=dict)  # the newest, cut in place
 
 
 class Assembled(NamedTuple):
@@ -255,6 +256,11 @@ def assemble(
             out.append(m)
             others.append(m)
             trace.append(Decision(i, "kept", f"pinned:{m.role}", t, t, step))
+        elif i in layout.shortened:
+            cut = layout.shortened[i]
+            out.append(cut)
+            after = counter.count_message(cut)
+            trace.append(Decision(i, "compressed", Verbatim.SHORTENED.value, t, after, step))
         elif i in layout.verbatim:
             out.append(m)
             trace.append(Decision(i, "kept", layout.verbatim[i].value, t, t, step))

@@ -13,7 +13,7 @@ from ...contract import Conversation
 from ...messages import Message, transcript, uses_tools
 from ...models.summarizers import fit_summary, summarize
 from ...result import FOLDED, NOTE_KEY, Decision, from_user, is_note
-from ...text.scoring import ScoreContext
+from ...text.scoring import ScoreContext, shorten
 from ...tokens import TokenCounter
 from ...units import Unit
 from ..base import keep_only, overflow
@@ -52,32 +52,60 @@ class Fitted(NamedTuple):
 
 def _verbatim(
     conv: Conversation, free: list[Unit], avail: int, opts: AutoOptions
-) -> tuple[dict[int, Verbatim], int, Unit | None]:
-    """The task (the first user message) and the newest units, kept verbatim; what
-    they cost; the task's unit."""
-    messages, tokens = conv.messages, conv.tokens
+) -> tuple[dict[int, Verbatim], int, Unit | None, dict[int, Message]]:
+    """The newest unit (always: the agent's place; cut in place when it alone is over
+    the room), the task (the first user message) and the newer units after it, kept
+    verbatim; what they cost; the task's unit; the newest unit's messages cut."""
+    tokens = conv.tokens
     verbatim: dict[int, Verbatim] = {}
-    used = 0
     recent_share = opts.recent_share
     if recent_share is None:
-        recent_share = POLICY.agent_recent if uses_tools(messages) else POLICY.chat_recent
-    first_user = next((u for u in free if from_user(messages[u.start])), None)
-    if first_user is not None and len(first_user) == 1:
+        recent_share = POLICY.agent_recent if uses_tools(conv.messages) else POLICY.chat_recent
+    newest = free[-1]
+    cut = _cut_in_place(conv, newest, int(POLICY.newest_unit_share * avail))
+    for i in newest.indices:
+        verbatim[i] = Verbatim.SHORTENED if i in cut else Verbatim.RECENT
+    used = conv.cost(newest) - sum(tokens[i] - conv.counter.count_message(m) for i, m in cut.items())
+    first_user = next((u for u in free if from_user(conv.messages[u.start])), None)
+    if first_user is not None and first_user is not newest and len(first_user) == 1:
         cost = tokens[first_user.start]
         if cost <= opts.task_share * avail:
             verbatim[first_user.start] = Verbatim.TASK
             used += cost
-    for k, u in enumerate(reversed(free)):
+    for u in reversed(free[:-1]):
         if u.start in verbatim:
             continue
         cost = conv.cost(u)
-        share = recent_share if k else max(recent_share, POLICY.newest_unit_share)
-        if used + cost > share * avail:
+        if used + cost > recent_share * avail:
             break
         for i in u.indices:
             verbatim[i] = Verbatim.RECENT
         used += cost
-    return verbatim, used, first_user
+    return verbatim, used, first_user, cut
+
+
+def _cut_in_place(conv: Conversation, unit: Unit, target: int) -> dict[int, Message]:
+    """The messages of ``unit`` (the newest) shortened in place, the largest first, by
+    the engine's exact-fit shortening, until the unit costs at most ``target``; none
+    when it fits the room (``target`` is a share of it) whole."""
+    counter = conv.counter
+    excess = conv.cost(unit) - target
+    if target <= 0 or conv.cost(unit) * POLICY.newest_unit_share <= target:
+        return {}
+    out: dict[int, Message] = {}
+    for i in sorted(unit.indices, key=lambda k: (-conv.tokens[k], k)):
+        m = conv.messages[i]
+        if excess <= 0:
+            break
+        if not isinstance(m.content, str) or not m.content:
+            continue
+        keep = max(counter.count_text(m.content) - excess, 1)
+        new = replace(m, content=shorten(m.content, keep, counter))
+        saved = conv.tokens[i] - counter.count_message(new)
+        if saved > 0:
+            out[i] = new
+            excess -= saved
+    return out
 
 
 def fit(conv: Conversation, opts: AutoOptions, analyzer: Analyzer, notes: Notes) -> Fitted:
@@ -91,7 +119,7 @@ def fit(conv: Conversation, opts: AutoOptions, analyzer: Analyzer, notes: Notes)
         out, trace, _ = keep_only(conv, pinned, pinned, opts.name)
         return Fitted(list(out), trace, None, "", {}, [], {})
     avail = budget - pinned_cost - POLICY.note_overhead
-    verbatim, used, first_user = _verbatim(conv, free, avail, opts)
+    verbatim, used, first_user, cut = _verbatim(conv, free, avail, opts)
     task = first_user.start if first_user else -1
     old_units = [u for u in free if u.start not in verbatim]
     old_idx = [i for u in old_units for i in u.indices]
@@ -114,13 +142,14 @@ def fit(conv: Conversation, opts: AutoOptions, analyzer: Analyzer, notes: Notes)
     pool = [(v, w) for v, w in pool if v not in shown]
     sel = items(plans, old_idx, task, n, pool)
     select(sel, plans, avail - used, opts.digest_share * avail)
-    layout = Layout(pinned, verbatim, old_units, plans, pool)
+    layout = Layout(pinned, verbatim, old_units, plans, pool, cut)
     loop = _Loop(free_room=budget - pinned_cost)
     done = _converge(conv, layout, sel, notes, opts.name, loop)
     while done is None and verbatim:
-        # Still over: fold the oldest verbatim unit too (the task first).
+        # Still over: fold the oldest verbatim unit too (the task first; never the
+        # newest, the agent's place).
         oldest = min(
-            (u for u in free if u.start in verbatim),
+            (u for u in free[:-1] if u.start in verbatim),
             key=lambda u: (verbatim[u.start] is not Verbatim.TASK, u.start),
             default=None,
         )
@@ -210,7 +239,8 @@ def _fold_all(conv: Conversation, layout: Layout, notes: Notes, opts: AutoOption
     even that is over the budget, the overflow policy decides: the pinned messages
     alone would be no request at all (strict chat APIs need a turn after the system
     block), so it is a :class:`ctxfold.BudgetError`, or the note over budget."""
-    bare = Layout(layout.pinned, {}, layout.old_units, layout.plans, [])
+    newest = {i: v for i, v in layout.verbatim.items() if v is not Verbatim.TASK}
+    bare = Layout(layout.pinned, newest, layout.old_units, layout.plans, [], layout.shortened)
     out, trace, note_at, others = assemble(conv, bare, [], notes, opts.name, force_fold=True)
     required = conv.counter.count_messages(out)
     if required > conv.budget:
@@ -218,7 +248,7 @@ def _fold_all(conv: Conversation, layout: Layout, notes: Notes, opts: AutoOption
             opts.overflow,
             required=required,
             budget=conv.budget,
-            what="the pinned messages and the shortest note on the folded ones",
+            what="the pinned messages, the newest unit and the shortest note on the rest",
         )
     return Fitted(out, trace, note_at, others, layout.plans, [], {})
 
