@@ -278,7 +278,8 @@ def _asked(record: dict[str, Any], rep: Replay, limit: int) -> tuple[int, int]:
     question asked as the next user turn."""
     full = text_of(from_openai(record["messages"])).lower()
     questions = [
-        q for q in record.get("probes", {}).get("questions", [])
+        q
+        for q in record.get("probes", {}).get("questions", [])
         if str(q["answer"]).lower() and str(q["answer"]).lower() in full
     ][: limit or None]
     found = 0
@@ -307,7 +308,9 @@ class Run:
     errors: list[str] = field(default_factory=list)
 
 
-def replay(record: dict[str, Any], make: Callable[[int], Replay], budget: int, questions: int) -> Run:
+def replay(
+    record: dict[str, Any], make: Callable[[int], Replay], budget: int, questions: int
+) -> Run:
     """Replay one conversation with one method; what each render cost and kept."""
     msgs = from_openai(record["messages"])
     rep = make(budget)
@@ -416,8 +419,16 @@ def main(argv: list[str] | None = None) -> int:
             for method, make in methods.items():
                 chosen = records[: args.wrapper_limit] if method in WRAPPERS else records
                 runs[method] = [replay(r, make, budget, args.questions) for r in chosen]
-            for half, pick in (("tune", slice(0, tune)), ("other", slice(tune, None)), ("all", slice(None))):
-                base = summarize(runs["trim_messages"][pick])["cost"] if "trim_messages" in runs and runs["trim_messages"][pick] else None
+            for half, pick in (
+                ("tune", slice(0, tune)),
+                ("other", slice(tune, None)),
+                ("all", slice(None)),
+            ):
+                base = (
+                    summarize(runs["trim_messages"][pick])["cost"]
+                    if "trim_messages" in runs and runs["trim_messages"][pick]
+                    else None
+                )
                 for method, rs in runs.items():
                     if not rs[pick]:
                         continue

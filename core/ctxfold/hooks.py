@@ -22,8 +22,9 @@ from types import MappingProxyType
 from typing import Any
 
 from .exceptions import ConfigurationError
+from .result import CompressionResult
 
-__all__ = ["EVENTS", "Event", "emit", "off", "on"]
+__all__ = ["EVENTS", "Event", "completed", "emit", "off", "on"]
 
 EVENTS: tuple[str, ...] = (
     "compaction_started",
@@ -86,3 +87,25 @@ def emit(name: str, **data: Any) -> None:
             callback(event)
         except Exception:
             _log.exception("ctxfold: a %r callback failed; compression goes on", name)
+
+
+def completed(result: CompressionResult) -> None:
+    """Announce a finished compression or session render, the one way every entry
+    point does: its stats to the ``ctxfold`` logger at INFO (``extra`` holds them as
+    ``ctxfold_stats``), then the ``compaction_completed`` callbacks."""
+    if _log.isEnabledFor(logging.INFO):
+        s = result.stats
+        _log.info(
+            "%s: %d -> %d tokens (%.2fx, budget %d%s), %d -> %d messages, %.1f ms",
+            s.strategy,
+            s.tokens_before,
+            s.tokens_after,
+            s.ratio,
+            s.budget,
+            "" if s.fits else ", OVER BUDGET",
+            s.messages_before,
+            s.messages_after,
+            s.elapsed_ms,
+            extra={"ctxfold_stats": s.as_dict()},
+        )
+    emit("compaction_completed", result=result)

@@ -57,7 +57,12 @@ def compact(
         if (src := sources[d.index]) is not None
     )
     return Fold(
-        cut, tuple(out), _sources(inputs, sources, out, done.trace, round_id), decisions, round_id
+        cut,
+        tuple(out),
+        _sources(inputs, sources, out, done.trace, round_id),
+        decisions,
+        round_id,
+        dict(done.savings),
     )
 
 

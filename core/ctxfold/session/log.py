@@ -17,8 +17,8 @@ One writer per session at a time: two processes appending to one session id race
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..exceptions import CorruptRecordError
@@ -43,13 +43,16 @@ class Fold:
     """What a compaction left: the first ``upto`` messages of the history now stand as
     ``prefix``; ``sources[j]`` is the history index prefix message ``j`` stands for
     (``None`` for a note); ``decisions`` what the compaction did with each history
-    message it took in (kept ones are not listed); ``round_id`` names its round."""
+    message it took in (kept ones are not listed); ``round_id`` names its round;
+    ``savings`` the tokens each layer and the selection saved (as
+    :attr:`ctxfold.CompressionStats.savings`; empty in a record stored before it)."""
 
     upto: int
     prefix: tuple[Message, ...]
     sources: tuple[int | None, ...]
     decisions: tuple[Decision, ...]
     round_id: str
+    savings: Mapping[str, int] = field(default_factory=dict)
 
     def record(self) -> dict[str, Any]:
         """The JSON form stored under ``<epoch>:c:<k>``."""
@@ -62,6 +65,7 @@ class Fold:
                 for d in self.decisions
             ],
             "round": self.round_id,
+            "savings": dict(self.savings),
         }
 
     @classmethod
@@ -73,6 +77,7 @@ class Fold:
             sources=tuple(r["sources"]),
             decisions=tuple(_decision(*d) for d in r["decisions"]),
             round_id=str(r["round"]),
+            savings={str(k): int(v) for k, v in dict(r.get("savings", {})).items()},
         )
 
 

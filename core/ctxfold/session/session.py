@@ -11,6 +11,7 @@ A render does work in proportion to the new messages and the output, not the his
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 import uuid
@@ -29,8 +30,10 @@ from ..exceptions import (
     SessionNotFoundError,
 )
 from ..formats import CTXFOLD, MessageFormat, read_messages
+from ..hooks import completed, emit
 from ..messages import Message, uses_tools
 from ..models.embedders import get_embedder
+from ..models.usage import run_usage
 from ..recall import (
     AGENT_SHARE,
     CHAT_SHARE,
@@ -340,23 +343,37 @@ class Session:
         message when it is the last one and asks something; in an agent's run, where
         recall is off unless ``recall_share`` is set, the newest tool calls and the
         errors their results report; ``False``: none; see
-        :func:`ctxfold.recall.default_query`). With a query, the view
-        keeps free the room the passages of the folded history it recalls want (at
-        most ``recall_share`` of the budget), and they fill the room left, in a
-        block as late as strict chat APIs take it (at the head of the newest user
-        message, most often), so all before it stays byte for byte."""
+        :func:`ctxfold.recall.default_query`). With a query, the passages of the
+        folded history it recalls are shown in a block as late as strict chat APIs
+        take it (at the head of the newest user message, most often), so all before
+        it stays byte for byte.
+
+        Recall takes the room the view leaves free (at most ``recall_share`` of the
+        budget): it never compacts the view, so the cached prefix stays where the
+        low-water mark put it. In a session that is not cache-stable, where every
+        render is fitted anew, the view compacts into the budget less the room the
+        passages want."""
         started = time.perf_counter()
         b = self._budget(budget)
         check_query(query)
-        with self._lock:
+        with self._lock, run_usage() as usage:
+            emit(
+                "compaction_started",
+                strategy=self.strategy.name,
+                messages=len(self._history),
+                tokens=self._overhead + self._cum[-1],
+                budget=b,
+            )
             self._prepare()
             share = self._agentic_share() if self.recall_share is None else self.recall_share
             asked = resolve_query(self._history, query) if share else None
-            if asked:
-                asked = self._make_room(asked, share, b)
+            if asked and not self.cache_stable:
+                self._make_room(asked, share, b)
             if self._view_tokens() > int(self.high_water * b):
                 self._compact(b)
-            return self._result(b, started, asked)
+            result = self._result(b, started, asked, share, usage)
+        completed(result)
+        return result
 
     async def aadd(self, messages: Iterable[MessageLike] | MessageLike) -> None:
         """:meth:`add` in a worker thread (the store may do I/O)."""
@@ -480,13 +497,21 @@ class Session:
             budget=budget,
         )
 
-    def _result(self, budget: int, started: float, query: str | None) -> CompressionResult:
+    def _result(
+        self,
+        budget: int,
+        started: float,
+        query: str | None,
+        share: float,
+        usage: Mapping[str, int],
+    ) -> CompressionResult:
         fold = self._fold
         prefix = fold.prefix if fold else ()
         out: tuple[Message, ...] = (*prefix, *self._history[self._upto() :])
         after = self._view_tokens()
         trace = self._trace
-        found = self._recall(out, budget, query) if query else None
+        room = min(budget, after + int(share * budget))  # recall: the room left, capped
+        found = self._recall(out, room, query) if query else None
         if found is not None:
             out = tuple(found.messages)
             after = self.counter.count_messages(out)
@@ -501,8 +526,8 @@ class Session:
             messages_before=len(self._history),
             messages_after=len(out),
             elapsed_ms=(time.perf_counter() - started) * 1000.0,
-            savings={},
-            usage={},
+            savings=dict(fold.savings) if fold else {},
+            usage=dict(usage),
         )
         return CompressionResult(
             messages=out,
@@ -513,25 +538,16 @@ class Session:
             given=self._given,
         )
 
-    def _make_room(self, query: str, share: float, budget: int) -> str | None:
-        """Free the room what ``query`` recalls earns, never pushing the stable prefix
-        below the low-water mark: the passages want at most ``share`` of ``budget``
-        and at most what the low-water mark leaves; when the view leaves them less,
-        the view compacts to the low-water mark, as it would when it grows past the
-        budget. The query, or ``None`` when it recalls nothing."""
-        low, stable = self._low_mark(budget), self.cache_stable
-        cap = min(int(share * budget), budget - low) if stable else int(share * budget)
+    def _make_room(self, query: str, share: float, budget: int) -> None:
+        """Not cache-stable: compact into ``budget`` less the room what ``query``
+        recalls wants (at most ``share`` of it), when what must be kept fits there."""
         n = len(self._history) - 1  # the newest message is never its own source
+        cap = int(share * budget)
         want = wanted(self._recall_index(), query, until=n, cap=cap, counter=self.counter)
-        if not want:
-            return None
-        view = self._view_tokens()
-        if view > budget - want and (view > low or not stable):
-            try:
-                self._compact(budget if stable else budget - want)
-            except BudgetError:
-                return query  # what must be kept needs the budget: recall in what is left
-        return query
+        if want and self._view_tokens() > int(self.high_water * (budget - want)):
+            # What must be kept may need more: then the render compacts into the budget.
+            with contextlib.suppress(BudgetError):
+                self._compact(budget - want)
 
     def _recall_index(self) -> RecallIndex:
         """The recall index, caught up with the history: built when recall is first

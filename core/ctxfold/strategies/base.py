@@ -21,7 +21,7 @@ from typing import Any, ClassVar, TypedDict
 from ..contract import Compaction, Compressor, Conversation, CounterSpec, MessageLike, Overflow
 from ..exceptions import BudgetError, ConfigurationError, ExpandError
 from ..formats import read_messages
-from ..hooks import emit
+from ..hooks import completed, emit
 from ..messages import ROLES, Message
 from ..models.embedders import Embedder, get_embedder
 from ..models.usage import run_usage
@@ -461,8 +461,7 @@ class BaseCompressor(ABC):
             round_id=round_id,
             given=given,
         )
-        _log(result)
-        emit("compaction_completed", result=result)
+        completed(result)
         return result
 
     async def acompress(
@@ -574,22 +573,3 @@ def with_recall(
     if found is None:
         return done
     return Compaction(found.messages, found.flag(done.trace), done.savings)
-
-
-def _log(result: CompressionResult) -> None:
-    if not logger.isEnabledFor(logging.INFO):
-        return
-    s = result.stats
-    logger.info(
-        "%s: %d -> %d tokens (%.2fx, budget %d%s), %d -> %d messages, %.1f ms",
-        s.strategy,
-        s.tokens_before,
-        s.tokens_after,
-        s.ratio,
-        s.budget,
-        "" if s.fits else ", OVER BUDGET",
-        s.messages_before,
-        s.messages_after,
-        s.elapsed_ms,
-        extra={"ctxfold_stats": s.as_dict()},
-    )

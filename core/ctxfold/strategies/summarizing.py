@@ -92,7 +92,13 @@ class SummarizingCompressor(BaseCompressor):
             if allowance >= _MIN_SUMMARY or len(recent) == 1:
                 break
             recent.discard(min(recent))  # make room for the summary: the oldest goes
-        if not old_units:
+        if not old_units:  # the newest unit alone is over the room
+            overflow(
+                self.overflow,
+                required=pinned_cost + kept_cost + conv.counter.count_messages([]),
+                budget=budget,
+                what="the pinned messages and the newest unit",
+            )
             everything = set(pinned) | {i for u in free for i in u.indices}
             return keep_only(conv, everything, set(pinned), self.name)
         old = [i for u in old_units for i in u.indices]

@@ -132,7 +132,7 @@ def test_a_new_process_takes_up_the_compaction_in_the_checkpoint() -> None:
 
 def test_threads_are_compressed_apart() -> None:
     airline, swe = _trajectory("airline"), _trajectory("marshmallow")
-    budget = min(_quarter(airline), _quarter(swe)) + 600
+    budget = min(_quarter(airline), _quarter(swe)) + 800
     alone = {}
     for name, msgs in (("a", airline), ("b", swe)):
         replay = Replay.of(msgs)

@@ -145,7 +145,7 @@ def test_a_tight_budget_gets_a_shorter_round_line_and_any_note_role_carries_it()
     system = COUNTER.count_messages(msgs[:1])
     store = MemoryStore()
     # the full line when it is a small part of the room, else the bare tag
-    for room, head in ((1200, ": "), (200, "]\n"), (18, "]")):
+    for room, head in ((1200, ": "), (200, "]\n"), (150, "]\n")):
         result = ctxfold.AutoCompressor(store=store).compress(
             msgs, budget=system + room, counter=COUNTER
         )
@@ -153,6 +153,11 @@ def test_a_tight_budget_gets_a_shorter_round_line_and_any_note_role_carries_it()
         line = next(m for m in result.messages if "[ctxfold round" in m.text).text
         assert line.startswith(f"[ctxfold round {result.round_id}{head}")
         assert list(ctxfold.expand(result, store=store).messages) == msgs
+    # a room the newest unit (a call and its result) cannot fit beside the tag: an
+    # error, not a request that ends on the note
+    with pytest.raises(ctxfold.BudgetError) as caught:
+        ctxfold.AutoCompressor(store=store).compress(msgs, budget=system + 18, counter=COUNTER)
+    assert caught.value.required > caught.value.budget == system + 18
     as_assistant = ctxfold.AutoCompressor(store=store, note_role="assistant").compress(
         msgs, budget=system + 1200, counter=COUNTER
     )

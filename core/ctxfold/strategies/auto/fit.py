@@ -53,8 +53,9 @@ class Fitted(NamedTuple):
 def _verbatim(
     conv: Conversation, free: list[Unit], avail: int, opts: AutoOptions
 ) -> tuple[dict[int, Verbatim], int, Unit | None, dict[int, Message]]:
-    """The newest unit (always: the agent's place; cut in place when it alone is over
-    the room), the task (the first user message) and the newer units after it, kept
+    """The newest unit (always: the agent's place; cut in place to
+    ``POLICY.newest_unit_share`` of the room when over it, so the note keeps the rest),
+    the task (the first user message) and the newer units after it, kept
     verbatim; what they cost; the task's unit; the newest unit's messages cut."""
     tokens = conv.tokens
     verbatim: dict[int, Verbatim] = {}
@@ -65,7 +66,9 @@ def _verbatim(
     cut = _cut_in_place(conv, newest, int(POLICY.newest_unit_share * avail))
     for i in newest.indices:
         verbatim[i] = Verbatim.SHORTENED if i in cut else Verbatim.RECENT
-    used = conv.cost(newest) - sum(tokens[i] - conv.counter.count_message(m) for i, m in cut.items())
+    used = conv.cost(newest) - sum(
+        tokens[i] - conv.counter.count_message(m) for i, m in cut.items()
+    )
     first_user = next((u for u in free if from_user(conv.messages[u.start])), None)
     if first_user is not None and first_user is not newest and len(first_user) == 1:
         cost = tokens[first_user.start]
@@ -86,11 +89,11 @@ def _verbatim(
 
 def _cut_in_place(conv: Conversation, unit: Unit, target: int) -> dict[int, Message]:
     """The messages of ``unit`` (the newest) shortened in place, the largest first, by
-    the engine's exact-fit shortening, until the unit costs at most ``target``; none
-    when it fits the room (``target`` is a share of it) whole."""
+    the engine's exact-fit shortening (the identifiers of what it cuts listed), until
+    the unit costs at most ``target``; none when it costs no more."""
     counter = conv.counter
     excess = conv.cost(unit) - target
-    if target <= 0 or conv.cost(unit) * POLICY.newest_unit_share <= target:
+    if target <= 0 or excess <= 0:
         return {}
     out: dict[int, Message] = {}
     for i in sorted(unit.indices, key=lambda k: (-conv.tokens[k], k)):
@@ -239,7 +242,9 @@ def _fold_all(conv: Conversation, layout: Layout, notes: Notes, opts: AutoOption
     even that is over the budget, the overflow policy decides: the pinned messages
     alone would be no request at all (strict chat APIs need a turn after the system
     block), so it is a :class:`ctxfold.BudgetError`, or the note over budget."""
-    newest = {i: v for i, v in layout.verbatim.items() if v is not Verbatim.TASK}
+    newest: dict[int, Verbatim] = {
+        i: v for i, v in layout.verbatim.items() if v is not Verbatim.TASK
+    }
     bare = Layout(layout.pinned, newest, layout.old_units, layout.plans, [], layout.shortened)
     out, trace, note_at, others = assemble(conv, bare, [], notes, opts.name, force_fold=True)
     required = conv.counter.count_messages(out)
