@@ -468,3 +468,30 @@ def test_a_chat_session_answers_more_of_its_questions_with_recall() -> None:
                 found += answer in "\n".join(m.text for m in shown).lower()
         kept[share] = found / total
     assert kept[None] >= kept[0.0] + 0.2, kept
+
+
+def test_recall_takes_only_the_free_room_of_a_session_never_its_prefix() -> None:
+    """A chat session that recalls for its questions renders, under each recall block,
+    exactly what a session that never recalls renders: the questions never squeeze
+    the compacted prefix (general memory) nor start an extra compaction."""
+    msgs = _chat(LOCKER, 400)
+    for k in range(20, 400, 20):  # questions now and then, the locker asked once
+        text = "What was my gym locker code again?" if k == 380 else f"Shall we talk at {k}?"
+        msgs[k + 1] = Message("user", text, name="Ana")
+    budget = _budget(msgs, 0.1)
+    recalls = Session(budget=budget, store=MemoryStore())
+    plain = Session(budget=budget, store=MemoryStore(), recall_share=0)
+    blocks = 0
+    for m in msgs:
+        for s in (recalls, plain):
+            s.add(m)
+        if m.role != "user":
+            continue
+        with_block, without = recalls.render(), plain.render()
+        assert with_block.stats.tokens_after <= budget
+        assert with_block.round_id == without.round_id
+        assert to_openai(without_recall(with_block.messages)) == to_openai(without.messages)
+        blocks += any(RECALL_KEY in x.metadata for x in with_block.messages)
+        if "locker" in m.text:
+            assert "4471" in "\n".join(x.text for x in with_block.messages)
+    assert blocks >= 5

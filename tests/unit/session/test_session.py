@@ -22,7 +22,7 @@ from ctxfold import BudgetError, ConfigurationError, ExpandError, Message, to_op
 from ctxfold.result import RECALL_KEY, without_recall
 from ctxfold.session import Session
 from ctxfold.storage import MemoryStore, RedisStore, SQLiteStore
-from ctxfold.testing import check_tool_integrity
+from ctxfold.testing import check_continuation, check_tool_integrity
 from ctxfold.validity import turn_order_problems
 from tests.conftest import example_conversations, examples_and_shared
 
@@ -515,3 +515,58 @@ def test_a_follower_adds_what_is_new_and_starts_over_on_an_edit() -> None:
     edited = [*dicts[:5], {"role": "user", "content": "Start again."}]
     assert follower.render(edited).messages[-1].text == "Start again."
     assert len(follower.session.history) == 6 and reads[-1] == 6
+
+
+def _tool_loop(steps: int, lines: int) -> list[Message]:
+    """An agent's run: a task, then calls whose results are ``lines`` long each."""
+    msgs = [
+        Message("system", "You are a coding agent."),
+        Message("user", "Fix the failing test in src/app.py: the parser drops quotes."),
+    ]
+    for k in range(steps):
+        call = ctxfold.ToolCall(f"c{k}", "bash", json.dumps({"cmd": f"cat src/mod{k}.py"}))
+        out = "\n".join(
+            f"{k}:{i}: value_{k}_{i} = parse(row[{i}]) # src/mod{k}.py" for i in range(lines)
+        )
+        msgs += [
+            Message("assistant", f"Step {k}.", tool_calls=(call,)),
+            Message("tool", out, tool_call_id=f"c{k}"),
+        ]
+    return msgs
+
+
+def test_an_agent_always_sees_its_newest_result_even_when_it_is_most_of_the_budget() -> None:
+    """Results of about half the budget each: every render ends on the newest result
+    (whole, or cut in place when it alone is over its share), never on the task."""
+    msgs = _tool_loop(10, 60)
+    session = Session(budget=2500, store=MemoryStore())
+    session.add(msgs[:2])
+    for k in range(2, len(msgs), 2):
+        session.add(msgs[k : k + 2])
+        out = list(session.render().messages)
+        assert COUNTER.count_messages(out) <= 2500
+        check_continuation(msgs[: k + 2], out)
+        check_tool_integrity(msgs[: k + 2], out)
+        assert "src/app.py" in "\n".join(m.text for m in out)  # the task, said or listed
+    huge = _tool_loop(1, 400)  # one result over the whole room: cut in place, stored
+    store = MemoryStore()
+    result = ctxfold.compress(huge, budget=1500, store=store)
+    assert result.trace[-1].reason == "shortened:newest" and result.messages[-1].role == "tool"
+    assert COUNTER.count_messages(result.messages) <= 1500
+    assert list(ctxfold.expand(result, store=store).messages) == huge
+
+
+def test_a_render_announces_itself_with_the_stats_compress_gives() -> None:
+    msgs = _tool_loop(12, 30)
+    seen: list[ctxfold.CompressionResult] = []
+    off = ctxfold.on("compaction_completed", lambda e: seen.append(e["result"]))
+    try:
+        session = Session(budget=2000, store=MemoryStore())
+        session.add(msgs)
+        result = session.render()
+    finally:
+        off()
+    assert seen == [result]
+    assert result.round_id is not None and result.stats.savings.get("selection", 0) > 0
+    reopened = Session(session.session_id, store=session.store, budget=2000).render()
+    assert reopened.stats.savings == result.stats.savings  # kept in the stored record
