@@ -284,7 +284,10 @@ def _asked(record: dict[str, Any], rep: Replay, limit: int) -> tuple[int, int]:
     ][: limit or None]
     found = 0
     for q in questions:
-        out = rep.ask(q["question"])
+        try:
+            out = rep.ask(q["question"])
+        except ctxfold.BudgetError:
+            continue  # nothing sent: not found
         shown = text_of([m for m in out if m.text != q["question"]]).lower()
         found += str(q["answer"]).lower() in shown
     return found, len(questions)
@@ -321,7 +324,11 @@ def replay(
     run, prev, last = Run(), [], 0
     for k in points:
         t = time.perf_counter()
-        out = rep.turn(msgs[last:k])
+        try:
+            out = rep.turn(msgs[last:k])
+        except ctxfold.BudgetError as exc:  # what must be kept is over: no request
+            run.errors.append(f"render {run.renders + 1}: {exc}")
+            out = []
         run.times.append((time.perf_counter() - t) * 1000)
         last = k
         tokens = ENC.count_messages(out)
@@ -330,7 +337,7 @@ def replay(
         run.sent += tokens
         run.repeated += shared
         run.cost += (tokens - shared) + 0.1 * shared
-        run.fit += tokens <= budget
+        run.fit += bool(out) and tokens <= budget
         if cum[k] + 3 > budget:
             run.fills.append(tokens / budget)
         try:
@@ -345,7 +352,10 @@ def replay(
             run.errors.append(f"render {run.renders}: {exc}")
         prev = out
     kind = "answers" if record.get("probes", {}).get("questions") else "identifiers"
-    run.memory = _found(record, rep.recall(), kind)
+    try:
+        run.memory = _found(record, rep.recall(), kind)
+    except ctxfold.BudgetError:
+        run.memory = (0, _found(record, msgs, kind)[1])
     if kind == "answers" and questions >= 0:
         run.asked = _asked(record, rep, questions)
     return run

@@ -27,14 +27,16 @@ class CompressedHistoryBlock(BaseMemoryBlock[str]):
 
     ``Memory.from_defaults(memory_blocks=[CompressedHistoryBlock(token_limit=800)])``.
     ``strategy`` and ``counter`` are those of :class:`ctxfold.Session`; ``store`` where
-    it keeps the originals. When ``Memory`` must free room, the block renders again
-    within the tokens it may keep.
+    it keeps the originals. ``priority`` is 1 (LlamaIndex's 0 would mean never
+    truncated): when the blocks and the short-term history pass ``Memory``'s
+    ``token_limit``, the block renders again within the tokens it may keep.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
     name: str = "compressed_history"
     description: str | None = "Earlier conversation, condensed."
+    priority: int = 1
     token_limit: int = 1000
     strategy: Any = "auto"
     counter: Any = "o200k_base"

@@ -113,6 +113,22 @@ def test_the_block_gives_memory_the_older_history_compressed() -> None:
     assert len(block.session) > 0 and len(got) < len(chat)
     assert asyncio.run(block.atruncate(shown, 10_000)) is None
     assert COUNTER.count_text(asyncio.run(block.atruncate(shown, 300)) or "") <= 300
+    # Memory may truncate the block (priority 0 would forbid it): over its limit, the
+    # block is rendered again smaller, not sent whole
+    sizes = []
+    for priority in (0, None):
+        given = {} if priority is None else {"priority": priority}
+        tight = Memory.from_defaults(
+            token_limit=1500,
+            token_flush_size=300,
+            chat_history_token_ratio=0.5,
+            memory_blocks=[CompressedHistoryBlock(token_limit=2000, **given)],
+        )
+        tight.put_messages(chat)
+        context = tight.get()[0].content or ""
+        kept = context.split("<compressed_history>")[1].split("</compressed_history>")[0]
+        sizes.append(COUNTER.count_text(kept.strip()))
+    assert 0 < sizes[1] < sizes[0] - 500
 
 
 def test_a_llamaindex_llm_writes_the_note_and_embeddings_serve_semantic() -> None:
