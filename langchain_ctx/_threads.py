@@ -20,10 +20,9 @@ from typing import Any
 from langchain_core.messages import BaseMessage, SystemMessage
 from langgraph.config import get_config
 
-from ctxfold import Message
-from ctxfold.exceptions import BudgetError, ConfigurationError, CorruptRecordError
-from ctxfold.result import RECALL_KEY, CompressionResult, without_recall
-from ctxfold.session import CompactionOptions, Session
+from ctxfold.exceptions import BudgetError, ConfigurationError
+from ctxfold.result import CompressionResult
+from ctxfold.session import CompactionOptions, Follower, Session
 
 from ._convert import from_langchain, to_langchain
 
@@ -61,14 +60,9 @@ def thread_of() -> Hashable:
 @dataclass
 class _Thread:
     lock: threading.Lock = field(default_factory=threading.Lock)
-    session: Session | None = None
-    keys: list[Any] = field(default_factory=list)  # the state messages the session holds
+    follower: Follower[BaseMessage] | None = None
     round_id: str | None = None  # the compaction `prefix` is the LangChain form of
     prefix: list[BaseMessage] = field(default_factory=list)
-
-    def holds_start_of(self, messages: Sequence[BaseMessage]) -> bool:
-        n = len(self.keys)
-        return n <= len(messages) and [_key(m) for m in messages[:n]] == self.keys
 
 
 @dataclass(frozen=True)
@@ -141,20 +135,16 @@ class ThreadViews:
         room = self.check_room(fixed)
         state = self._state(thread)
         with state.lock:
-            session = self._session(state, messages, saved)
-            held = len(state.keys)
-            session.add(from_langchain(messages[held:]))
-            state.keys += [_key(m) for m in messages[held:]]
-            result = session.render(room)
-            tail = len(messages) - session.folded
-            core = without_recall(result.messages)  # the view, any recall block aside
+            follower = self._follower(state, messages, saved)
+            followed = follower.follow(messages, room)
+            result = followed.result
             if result.round_id != state.round_id:
                 state.round_id = result.round_id
-                state.prefix = to_langchain(core[: len(core) - tail])
+                state.prefix = to_langchain(followed.prefix)
             changed = result.round_id is not None and result.round_id != _round_of(saved)
-            record = session.compaction if changed else None
-            view = [*state.prefix, *messages[len(messages) - tail :]]
-            return View(_with_recall(view, result.messages), record, result)
+            record = follower.session.compaction if changed else None
+            view = followed.view(state.prefix, messages, lambda m: to_langchain([m])[0])
+            return View(view, record, result)
 
     def _state(self, thread: Hashable) -> _Thread:
         with self._lock:
@@ -164,33 +154,15 @@ class ThreadViews:
                 self._threads.popitem(last=False)
             return state
 
-    def _session(
+    def _follower(
         self, state: _Thread, messages: Sequence[BaseMessage], saved: Mapping[str, Any] | None
-    ) -> Session:
-        """The thread's session, rebuilt from the state when the cached one does not
+    ) -> Follower[BaseMessage]:
+        """The thread's follower, rebuilt from the state when the cached one does not
         hold the start of ``messages`` (another process, a fork, an edit)."""
-        if state.session is not None and state.holds_start_of(messages):
-            return state.session
-        history = from_langchain(messages)
-        try:
-            session = Session.resume(history, saved, **self._settings)
-        except CorruptRecordError:  # edited since: the history itself is all there
-            session = Session.resume(history, None, **self._settings)
-        state.session, state.keys = session, [_key(m) for m in messages]
+        if state.follower is not None and state.follower.holds_start_of(messages):
+            return state.follower
+        state.follower = Follower.resume(
+            messages, saved, from_langchain, key=_key, **self._settings
+        )
         state.round_id, state.prefix = None, []
-        return session
-
-
-def _with_recall(view: list[BaseMessage], rendered: Sequence[Message]) -> list[BaseMessage]:
-    """``view`` (the render without its recall block, as the thread's own messages)
-    with the block the render holds: a message of its own, or at the head of a user
-    message, at the same place."""
-    for j, m in enumerate(rendered):
-        if RECALL_KEY in m.metadata:
-            shown = to_langchain([m])[0]
-            if without_recall([m]):
-                view[j] = shown
-            else:
-                view.insert(j, shown)
-            break
-    return view
+        return state.follower

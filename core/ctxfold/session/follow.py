@@ -1,41 +1,121 @@
 """A session that follows a message list kept elsewhere (a framework's chat history, a
-chat store): each read adds to the session what is new in the list, renders once per
-change, and starts over when the list was changed otherwise (cleared, edited)."""
+chat store, an agent's checkpointed state): each read adds to the session what is new
+in the list, renders once per change, and starts over when the list was changed
+otherwise (cleared, edited); and the split of a render into what stands for the older
+messages, the list's own newest items and the recall block, so that a wrapper sends
+its framework's own objects for the part that is unchanged."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
-from typing import Generic, TypeVar
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
+from ..exceptions import CorruptRecordError
 from ..messages import Message
 from ..recall import Query
-from ..result import CompressionResult
+from ..result import RECALL_KEY, CompressionResult, without_recall
 from .session import Session
 
-__all__ = ["Follower"]
+__all__ = ["Followed", "Follower"]
 
 T = TypeVar("T")
+U = TypeVar("U")
+
+
+def _itself(item: Any) -> Any:
+    return item
+
+
+@dataclass(frozen=True)
+class Followed:
+    """One render of a followed list, split: ``prefix`` (the messages that stand for
+    the list's first ``tail`` items, as the session renders them: a note, condensed and
+    kept messages), then the list's items from ``tail`` on unchanged, with the recall
+    block ``block`` (``None``: none) at ``block_at`` of the whole view: a message of
+    its own, or the newest user message with the block at its head (``replaces``)."""
+
+    result: CompressionResult
+    prefix: tuple[Message, ...]
+    tail: int
+    block: Message | None
+    block_at: int
+    replaces: bool
+
+    def view(
+        self, prefix: Sequence[U], items: Sequence[U], convert: Callable[[Message], U]
+    ) -> list[U]:
+        """The render in the caller's own objects: ``prefix`` (the caller's form of
+        :attr:`prefix`), ``items[tail:]`` as given, and the block converted."""
+        out = [*prefix, *items[self.tail :]]
+        if self.block is not None:
+            shown = convert(self.block)
+            if self.replaces:
+                out[self.block_at] = shown
+            else:
+                out.insert(self.block_at, shown)
+        return out
 
 
 class Follower(Generic[T]):
     """Reads ``session``'s history from a list of ``T`` kept elsewhere, converted with
-    ``convert``. The list is taken to grow at its end: a read compares its length and
-    its last item with the last read's (``==``), adds only what follows, and renders
-    once per change and budget. A list that shrank or whose known part changed is
-    read again from the start (the session's earlier record stays in its store).
+    ``convert``. Each item is known by ``key(item)`` (default: the item itself,
+    compared with ``==``; a framework's message id where it has one). The list is
+    taken to grow at its end: a read compares the keys of the part read before with
+    the keys it holds, adds only what follows, and renders once per change, budget
+    and query. A list that shrank or whose known part changed is read again from the
+    start (the session's earlier record stays in its store).
 
     A session whose store already holds messages (a persistent store reopened) is
-    taken up on the first read when the list begins with exactly those messages."""
+    taken up on the first read when the list begins with exactly those messages;
+    :meth:`resume` takes up a compaction record kept beside the list."""
 
-    def __init__(self, session: Session, convert: Callable[[Sequence[T]], list[Message]]) -> None:
+    def __init__(
+        self,
+        session: Session,
+        convert: Callable[[Sequence[T]], list[Message]],
+        *,
+        key: Callable[[T], Hashable] | None = None,
+    ) -> None:
         self.session = session
         self._convert = convert
-        self._lock = threading.Lock()
-        self._seen: int | None = None  # items the session holds (None: not yet known)
-        self._last: T | None = None  # the last of them
+        self._key: Callable[[T], Any] = key or _itself
+        self._lock = threading.RLock()
+        self._keys: list[Any] | None = None  # of the items the session holds (None: unknown)
         # (budget, query) and the render for them
         self._cached: tuple[tuple[int | None, Query], CompressionResult] | None = None
+
+    @classmethod
+    def resume(
+        cls,
+        items: Sequence[T],
+        compaction: Mapping[str, Any] | None,
+        convert: Callable[[Sequence[T]], list[Message]],
+        *,
+        key: Callable[[T], Hashable] | None = None,
+        **settings: Any,
+    ) -> Follower[T]:
+        """A follower of ``items`` over a new session that takes up ``compaction`` (a
+        record :attr:`Session.compaction` gave for the same items; see
+        :meth:`Session.resume`), or compacts afresh when the record no longer belongs
+        to them (the list was edited since)."""
+        history = convert(items)
+        try:
+            session = Session.resume(history, compaction, **settings)
+        except CorruptRecordError:  # edited since: the list itself is all there
+            session = Session.resume(history, None, **settings)
+        follower = cls(session, convert, key=key)
+        follower._keys = [follower._key(i) for i in items]
+        return follower
+
+    def holds_start_of(self, items: Sequence[T]) -> bool:
+        """Whether the session holds exactly the first items of ``items``."""
+        keys = self._keys
+        if keys is None:
+            return False
+        n = len(keys)
+        return n <= len(items) and [self._key(i) for i in items[:n]] == keys
 
     def render(
         self, items: Sequence[T], budget: int | None = None, *, query: Query = None
@@ -43,19 +123,33 @@ class Follower(Generic[T]):
         """The session's render once it holds ``items`` (see the class), for
         ``query`` (see :meth:`Session.render`)."""
         with self._lock:
-            if self._seen is None:
+            if self._keys is None:
                 self._take_up(items)
-            seen, n = self._seen or 0, len(items)
-            last = items[-1] if items else None
-            if n < seen or (seen and items[seen - 1] != self._last):
+            if not self.holds_start_of(items):
                 self._start_over()
-                seen = 0
-            if n > seen:
-                self.session.add(self._convert(items[seen:]))
-                self._seen, self._last, self._cached = n, last, None
+            keys = self._keys if self._keys is not None else []
+            if len(items) > len(keys):
+                new = items[len(keys) :]
+                self.session.add(self._convert(new))
+                keys += [self._key(i) for i in new]
+                self._keys, self._cached = keys, None
             if self._cached is None or self._cached[0] != (budget, query):
                 self._cached = ((budget, query), self.session.render(budget, query=query))
             return self._cached[1]
+
+    def follow(
+        self, items: Sequence[T], budget: int | None = None, *, query: Query = None
+    ) -> Followed:
+        """:meth:`render`, split (see :class:`Followed`)."""
+        with self._lock:
+            result = self.render(items, budget, query=query)
+            tail = self.session.folded
+            core = without_recall(result.messages)  # the view, any recall block aside
+            prefix = tuple(core[: len(core) - (len(items) - tail)])
+            for at, m in enumerate(result.messages):
+                if RECALL_KEY in m.metadata:
+                    return Followed(result, prefix, tail, m, at, bool(without_recall([m])))
+            return Followed(result, prefix, tail, None, 0, False)
 
     def clear(self) -> None:
         """Start the session over (the list was cleared)."""
@@ -64,7 +158,7 @@ class Follower(Generic[T]):
 
     def _start_over(self) -> None:
         self.session.clear()
-        self._seen, self._last, self._cached = 0, None, None
+        self._keys, self._cached = [], None
 
     def _take_up(self, items: Sequence[T]) -> None:
         held = self.session.history
@@ -72,9 +166,9 @@ class Follower(Generic[T]):
         if k and k <= len(items):
             converted = self._convert(items[:k])
             if [m.fingerprint for m in converted] == [m.fingerprint for m in held]:
-                self._seen, self._last = k, items[k - 1]
+                self._keys = [self._key(i) for i in items[:k]]
                 return
         if k:
             self._start_over()
         else:
-            self._seen = 0
+            self._keys = []

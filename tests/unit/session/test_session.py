@@ -515,6 +515,38 @@ def test_a_follower_adds_what_is_new_and_starts_over_on_an_edit() -> None:
     edited = [*dicts[:5], {"role": "user", "content": "Start again."}]
     assert follower.render(edited).messages[-1].text == "Start again."
     assert len(follower.session.history) == 6 and reads[-1] == 6
+    # an earlier item replaced, the length and the last item the same: read again
+    removed = [*edited[:2], {"role": edited[2]["role"], "content": "[removed]"}, *edited[3:]]
+    before = follower.render(edited)
+    assert follower.render(removed) is not before
+    assert follower.session.history[2].text == "[removed]" and reads[-1] == 6
+
+
+def test_a_follower_splits_its_render_into_prefix_own_items_and_recall_block() -> None:
+    from ctxfold.session import Follower
+
+    msgs = [Message("system", "You are Ben.")]
+    for k in range(120):
+        text = "My gym locker is the blue one by the sauna." if k == 4 else f"Chat {k}."
+        msgs.append(Message("user" if k % 2 == 0 else "assistant", text))
+    msgs.append(Message("user", "Which gym locker is mine?"))
+    dicts = ctxfold.to_openai(msgs)
+    follower = Follower(
+        Session(budget=300, store=MemoryStore(), strategy="sliding_window"),
+        ctxfold.from_openai,
+        key=lambda d: json.dumps(d, sort_keys=True),
+    )
+    followed = follower.follow(dicts)
+    assert followed.block is not None and "sauna" in followed.block.text
+    own = followed.view(ctxfold.to_openai(followed.prefix), dicts, lambda m: m.to_openai())
+    assert own == followed.result.to_openai()  # the caller's objects, the same request
+    # after the compaction, the items that follow it are sent as the caller's own
+    more = [*dicts, {"role": "assistant", "content": "The blue one."}, dict(dicts[-1])]
+    later = follower.follow(more)
+    assert later.result.round_id == followed.result.round_id and later.tail == len(dicts)
+    own = later.view(ctxfold.to_openai(later.prefix), more, lambda m: m.to_openai())
+    assert own == later.result.to_openai()
+    assert own[len(later.prefix)] is more[-2]  # the block opens the newest, a copy
 
 
 def _tool_loop(steps: int, lines: int) -> list[Message]:
