@@ -18,7 +18,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -61,10 +61,8 @@ def counted() -> Iterator[None]:
 
 def measure(call: Callable[[], Any]) -> tuple[int, int]:
     COUNTS.update(compact=0, assemble=0)
-    try:
+    with suppress(ctxfold.BudgetError):
         call()
-    except ctxfold.BudgetError:
-        pass
     return COUNTS["compact"], COUNTS["assemble"]
 
 
@@ -76,7 +74,7 @@ def run(records: list[dict[str, Any]]) -> dict[str, list[tuple[int, int]]]:
         for fraction in (0.25, 0.1, 0.03):
             budget = budget_for(msgs, fraction)
             found["compress"].append(
-                measure(lambda b=budget: ctxfold.compress(msgs, budget=b, counter=counter))
+                measure(lambda m=msgs, b=budget: ctxfold.compress(m, budget=b, counter=counter))
             )
         for budget in (8000, 4000):
             session = Session(budget=budget, store=MemoryStore(), counter=counter)
@@ -100,7 +98,9 @@ def main(argv: list[str] | None = None) -> int:
         print("benchmark skipped: no data folder (../shared/data)", file=sys.stderr)
         return 0
     report: dict[str, Any] = {}
-    print("| data set | entry | calls | compact mean | compact max | assemble mean | assemble max |")
+    print(
+        "| data set | entry | calls | compact mean | compact max | assemble mean | assemble max |"
+    )
     print("|---|---|---|---|---|---|---|")
     with counted():
         for path in sorted(data.glob("*.jsonl")):

@@ -19,10 +19,12 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .exceptions import ConfigurationError
-from .result import CompressionResult
+
+if TYPE_CHECKING:  # hooks sit below the result in the layers: a type, nothing run
+    from .result import CompressionResult
 
 __all__ = ["EVENTS", "Event", "completed", "emit", "off", "on"]
 
