@@ -26,6 +26,7 @@ LAYERS: list[set[str]] = [
     {"models", "references"},
     {"reversible"},
     {"recall"},
+    {"pipeline"},
     {"strategies"},
     {"rendering", "session"},
     {"_api", "cli", "__main__", "testing", "__init__"},

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-import time
 import uuid
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -30,22 +29,19 @@ from ..exceptions import (
     SessionNotFoundError,
 )
 from ..formats import CTXFOLD, MessageFormat, read_messages
-from ..hooks import completed, emit
 from ..messages import Message, uses_tools
 from ..models.embedders import get_embedder
-from ..models.usage import run_usage
+from ..pipeline import Call, opened, recalled
 from ..recall import (
     AGENT_SHARE,
     CHAT_SHARE,
     Query,
-    Recalled,
     RecallIndex,
     check_query,
-    recall,
     resolve_query,
     wanted,
 )
-from ..result import CompressionResult, CompressionStats, Decision
+from ..result import CompressionResult, Decision
 from ..reversible.expand import expand
 from ..reversible.rounds import RoundSettings
 from ..reversible.tool import ExpandTool
@@ -353,27 +349,20 @@ class Session:
         low-water mark put it. In a session that is not cache-stable, where every
         render is fitted anew, the view compacts into the budget less the room the
         passages want."""
-        started = time.perf_counter()
         b = self._budget(budget)
         check_query(query)
-        with self._lock, run_usage() as usage:
-            emit(
-                "compaction_started",
-                strategy=self.strategy.name,
-                messages=len(self._history),
-                tokens=self._overhead + self._cum[-1],
-                budget=b,
-            )
-            self._prepare()
-            share = self._agentic_share() if self.recall_share is None else self.recall_share
-            asked = resolve_query(self._history, query) if share else None
-            if asked and not self.cache_stable:
-                self._make_room(asked, share, b)
-            if self._view_tokens() > int(self.high_water * b):
-                self._compact(b)
-            result = self._result(b, started, asked, share, usage)
-        completed(result)
-        return result
+        with self._lock:
+            before, n = self._overhead + self._cum[-1], len(self._history)
+            name = self.strategy.name
+            with opened(name, self.counter, budget=b, messages=n, tokens=before) as call:
+                self._prepare()
+                share = self._agentic_share() if self.recall_share is None else self.recall_share
+                asked = resolve_query(self._history, query) if share else None
+                if asked and not self.cache_stable:
+                    self._make_room(asked, share, b)
+                if self._view_tokens() > int(self.high_water * b):
+                    self._compact(b)
+                return self._result(call, asked, share)
 
     async def aadd(self, messages: Iterable[MessageLike] | MessageLike) -> None:
         """:meth:`add` in a worker thread (the store may do I/O)."""
@@ -497,43 +486,33 @@ class Session:
             budget=budget,
         )
 
-    def _result(
-        self,
-        budget: int,
-        started: float,
-        query: str | None,
-        share: float,
-        usage: Mapping[str, int],
-    ) -> CompressionResult:
-        fold = self._fold
-        prefix = fold.prefix if fold else ()
-        out: tuple[Message, ...] = (*prefix, *self._history[self._upto() :])
-        after = self._view_tokens()
-        trace = self._trace
-        room = min(budget, after + int(share * budget))  # recall: the room left, capped
-        found = self._recall(out, room, query) if query else None
-        if found is not None:
-            out = tuple(found.messages)
-            after = self.counter.count_messages(out)
-            trace = found.flag(trace)
-        before = self._overhead + self._cum[-1]
-        stats = CompressionStats(
-            strategy=self.strategy.name,
-            counter=self.counter.name,
-            budget=budget,
-            tokens_before=before,
+    def _result(self, call: Call, query: str | None, share: float) -> CompressionResult:
+        """The view (the compaction's prefix, then the history since), with what
+        ``query`` recalls in the room the view leaves (at most ``share`` of it)."""
+        fold, budget = self._fold, call.budget
+        out: list[Message] = [*(fold.prefix if fold else ()), *self._history[self._upto() :]]
+        after: int | None = self._view_tokens()
+        trace: list[Decision] = self._trace
+        if query:
+            room = min(budget, (after or 0) + int(share * budget))
+            found = recalled(
+                out,
+                trace,
+                self._history,
+                self._recall_index(),
+                query,
+                until=min(self._upto(), len(self._history) - 1),
+                room=room,
+                counter=self.counter,
+                store=self._log.store,
+            )
+            if found is not None:
+                (out, trace), after = found, None  # counted as a whole
+        return call.finished(
+            out,
+            trace,
             tokens_after=after,
-            messages_before=len(self._history),
-            messages_after=len(out),
-            elapsed_ms=(time.perf_counter() - started) * 1000.0,
-            savings=dict(fold.savings) if fold else {},
-            usage=dict(usage),
-        )
-        return CompressionResult(
-            messages=out,
-            stats=stats,
-            trace=tuple(trace),
-            strategy=self.strategy.name,
+            savings=fold.savings if fold else None,
             round_id=fold.round_id if fold else None,
             given=self._given,
         )
@@ -565,16 +544,3 @@ class Session:
             self._agentic = uses_tools(seen)
             self._agentic_seen = len(self._history)
         return AGENT_SHARE if self._agentic else CHAT_SHARE
-
-    def _recall(self, out: tuple[Message, ...], budget: int, query: str) -> Recalled | None:
-        """The view with what ``query`` recalls of the folded history."""
-        return recall(
-            out,
-            self._history,
-            self._recall_index(),
-            query,
-            until=min(self._upto(), len(self._history) - 1),
-            budget=budget,
-            counter=self.counter,
-            store=self._log.store,
-        )

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, ClassVar, TypedDict
@@ -21,23 +20,20 @@ from typing import Any, ClassVar, TypedDict
 from ..contract import Compaction, Compressor, Conversation, CounterSpec, MessageLike, Overflow
 from ..exceptions import BudgetError, ConfigurationError, ExpandError
 from ..formats import read_messages
-from ..hooks import completed, emit
 from ..messages import ROLES, Message
 from ..models.embedders import Embedder, get_embedder
-from ..models.usage import run_usage
+from ..pipeline import opened, recalled
 from ..recall import (
     Query,
     RecallIndex,
     check_query,
     default_share,
-    recall,
     resolve_query,
     wanted,
 )
 from ..result import (
     SYSTEM_ROLES,
     CompressionResult,
-    CompressionStats,
     Decision,
     earlier,
     note_message,
@@ -409,22 +405,14 @@ class BaseCompressor(ABC):
         ``recall_share`` is set: the newest tool calls and the errors their results
         report); ``False`` turns recall off; any text is a query.
         """
-        started = time.perf_counter()
         msgs, given = read_messages(messages)
         budget = check_budget(budget)
         check_query(query)
         cnt = get_counter(counter)
         grouping = group_units(msgs)
         before = cnt.count_messages(msgs)
-        round_id: str | None = None
-        emit(
-            "compaction_started",
-            strategy=self.name,
-            messages=len(msgs),
-            tokens=before,
-            budget=budget,
-        )
-        with run_usage() as usage:
+        with opened(self.name, cnt, budget=budget, messages=len(msgs), tokens=before) as call:
+            round_id: str | None = None
             if before <= budget:
                 done = Compaction(
                     msgs,
@@ -439,30 +427,14 @@ class BaseCompressor(ABC):
                 rev = self.reversible if reversible is None else reversible
                 asked = resolve_query(msgs, query) if self.recall_share != 0 else None
                 done, round_id = self._compact_recalling(conv, rev, asked)
-        out = done.messages
-        stats = CompressionStats(
-            strategy=self.name,
-            counter=cnt.name,
-            budget=budget,
-            tokens_before=before,
-            tokens_after=cnt.count_messages(out),
-            messages_before=len(msgs),
-            messages_after=len(out),
-            elapsed_ms=(time.perf_counter() - started) * 1000.0,
-            savings=done.savings,
-            usage=dict(usage),
-        )
-        result = CompressionResult(
-            messages=tuple(out),
-            stats=stats,
-            trace=tuple(done.trace),
-            strategy=self.name,
-            warnings=grouping.warnings(),
-            round_id=round_id,
-            given=given,
-        )
-        completed(result)
-        return result
+            return call.finished(
+                done.messages,
+                done.trace,
+                savings=done.savings,
+                round_id=round_id,
+                given=given,
+                warnings=grouping.warnings(),
+            )
 
     async def acompress(
         self,
@@ -559,17 +531,18 @@ def with_recall(
 ) -> Compaction:
     """``done`` with the passages of ``conv`` (indexed as ``index``) that ``query``
     recalls, in the room left within the budget; the trace flags what it quotes."""
-    msgs, out = conv.messages, list(done.messages)
-    found = recall(
-        out,
+    msgs = conv.messages
+    found = recalled(
+        done.messages,
+        done.trace,
         msgs,
         index,
         query,
         until=len(msgs) - 1,  # the newest message: shown, and what is answered
-        budget=conv.budget,
+        room=conv.budget,
         counter=conv.counter,
         store=store,
     )
     if found is None:
         return done
-    return Compaction(found.messages, found.flag(done.trace), done.savings)
+    return Compaction(found[0], found[1], done.savings)
