@@ -9,9 +9,10 @@ from typing import Any
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode
 
-from ctxfold import ConfigurationError, ExtractiveSummarizer
+from ctxfold import ConfigurationError
 from ctxfold.strategies.base import check_budget
-from ctxfold.tokens import TokenCounter, get_counter
+from ctxfold.text.scoring import shorten
+from ctxfold.tokens import get_counter
 
 __all__ = ["CompressionPostprocessor"]
 
@@ -25,9 +26,10 @@ class CompressionPostprocessor(BaseNodePostprocessor):
     A node whose text another, better-scored node already holds is left out; when the
     rest are over the budget, each keeps a share of it in proportion to its length
     (the best-scored first, while a share of at least ``min_tokens`` is left) and is
-    shortened to its best sentences or lines by ctxfold's extractive scoring
-    (identifiers, numbers, names, errors, and the query's words when the query is
-    given), in their order. Every node keeps its own id, metadata and score; the order
+    shortened to its share exactly by ctxfold's shortening (its best sentences or
+    lines by the engine's scoring: identifiers, numbers, names, errors, and the
+    query's words when the query is given, in their order; the identifiers of what
+    is cut listed after them). Every node keeps its own id, metadata and score; the order
     is the input's. No model, no network.
     """
 
@@ -60,7 +62,7 @@ class CompressionPostprocessor(BaseNodePostprocessor):
         goal = query_bundle.query_str if query_bundle is not None else ""
         out = []
         for k in sorted(shares):
-            text = _shorten(texts[k], shares[k], goal, count)
+            text = shorten(texts[k], shares[k], count, goal=goal)
             out.append(_with_text(nodes[k], text) if text != texts[k] else nodes[k])
         return out
 
@@ -87,19 +89,6 @@ def _shares(kept: list[int], tokens: dict[int, int], budget: int, least: int) ->
             return shares
         chosen.pop()  # the worst-scored
     return {}
-
-
-def _shorten(text: str, share: int, goal: str, count: TokenCounter) -> str:
-    """The best of ``text`` within ``share`` tokens (counted exactly)."""
-    summarizer = ExtractiveSummarizer(goal=goal)
-    target = share
-    for _ in range(6):
-        short = summarizer.summarize(text, max_tokens=target)
-        used = count.count_text(short)
-        if used <= share:
-            return short
-        target = max(1, target * share // used - 1)
-    return ""
 
 
 def _with_text(node: NodeWithScore, text: str) -> NodeWithScore:

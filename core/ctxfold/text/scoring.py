@@ -387,16 +387,33 @@ def _shorten(text: str, max_tokens: int, counter: TokenCounter, goal: str) -> st
     allowance = float(max_tokens)
     for _ in range(6):
         body = _select(pieces, segments, values, allowance * cpt * (1 - 1 / _ID_SHARE))
+        if body is None:  # no sentence or line fits whole: the best one, cut
+            return _cut(_best(segments, values), max_tokens, counter, cpt)
         missing = [v for v in ranked_ids if v not in body]
         out = body + _also(missing, max_tokens // _ID_SHARE, counter)
         n = counter.count_text(out)
         if n <= max_tokens:
             return out
         allowance *= max_tokens / n * 0.95
-    cut = text[: int(max_tokens * cpt * 0.5)]
+    return _cut(text, max_tokens, counter, cpt)
+
+
+def _best(segments: Sequence[list[str]], values: Sequence[list[float]]) -> str:
+    """The segment worth the most per character (the first of equals)."""
+    _, pi, si = max(
+        ((v, -pi, -si) for pi, row in enumerate(values) for si, v in enumerate(row)),
+        default=(0.0, 0, 0),
+    )
+    return segments[-pi][-si].strip() if segments and segments[-pi] else ""
+
+
+def _cut(text: str, max_tokens: int, counter: TokenCounter, cpt: float) -> str:
+    """The head of ``text`` within ``max_tokens`` tokens, at a word's end, marked."""
+    cut = text[: int(max_tokens * cpt)]
     while cut and counter.count_text(cut + " [...]") > max_tokens:
-        cut = cut[: len(cut) * 3 // 4]
-    return cut + " [...]" if cut else ""
+        shorter = cut[: len(cut) * 9 // 10]
+        cut = shorter.rsplit(" ", 1)[0] if " " in shorter else shorter
+    return cut.rstrip() + " [...]" if cut else ""
 
 
 def _select(
@@ -404,10 +421,10 @@ def _select(
     segments: Sequence[list[str]],
     values: Sequence[list[float]],
     chars: float,
-) -> str:
+) -> str | None:
     """The pieces with the segments worth the most per character (``values``) within
     ``chars``; preserved pieces first, unless they alone are too long (then they
-    compete too)."""
+    compete too). ``None`` when nothing fits whole."""
     fixed = sum(len(p.text) for p in pieces if p.keep)
     compete = fixed > chars / 2
     cands = [
@@ -426,6 +443,8 @@ def _select(
         if used + len(seg) <= chars:
             chosen[pi][si] = True
             used += len(seg)
+    if not any(any(ch) for ch in chosen):
+        return None
     parts: list[str] = []
     for p, segs, ch in zip(pieces, segments, chosen, strict=True):
         if p.keep and not compete:

@@ -72,6 +72,25 @@ def test_nodes_that_fit_come_back_unchanged_and_a_tiny_budget_keeps_the_best() -
         CompressionPostprocessor(budget=-1)
 
 
+def test_a_node_of_long_sentences_is_cut_to_its_share_never_emptied() -> None:
+    # Forty sentences of about 45 tokens into 40 or 162: an estimate loop once gave
+    # up and sent the LLM an empty node; the core's exact-fit shortening keeps the
+    # best that fits, cutting the best sentence when none fits whole.
+    words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta"]
+    text = " ".join(
+        f"Sentence {k} on host db-{k}.internal: "
+        + " ".join(words[(k + i) % 6] for i in range(30))
+        + "."
+        for k in range(40)
+    )
+    node = NodeWithScore(node=TextNode(text=text, id_="long"), score=1.0)
+    for budget in (40, 162):
+        (out,) = CompressionPostprocessor(budget=budget).postprocess_nodes([node])
+        content = out.node.get_content()
+        assert 0.5 * budget <= COUNTER.count_text(content) <= budget, (budget, content)
+        assert "db-" in content
+
+
 def test_a_query_engine_answers_from_the_compressed_nodes() -> None:
     docs = [TextNode(text=_doc(k), id_=f"n{k}") for k in range(4)]
     index = VectorStoreIndex(docs, embed_model=MockEmbedding(embed_dim=8))
