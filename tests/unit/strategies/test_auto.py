@@ -525,3 +525,38 @@ def test_the_output_ends_on_the_side_the_input_ended_on(msgs, fraction):
     except ctxfold.BudgetError:
         return
     assert turn_order_problems([*out, Message("assistant", "The next turn.")]) == []
+
+
+def test_the_newest_call_is_cut_in_place_with_valid_arguments_and_expands_back() -> None:
+    """A system prompt that leaves little room and a newest exchange over it: the call's
+    longest string argument is shortened (still valid JSON), the output ends on the
+    result, and the original comes back from the store."""
+    counter = get_counter("o200k_base")
+    summary = " ".join(
+        f"The customer reports problem {k} with booking ABC{k:03d}." for k in range(20)
+    )
+    msgs = [
+        Message("system", "You are an airline agent. " + "Follow the policy. " * 200),
+        Message("user", "My flight was cancelled; please hand me to a person."),
+        Message("assistant", "I will transfer you now."),
+        Message("user", "Yes, please transfer me."),
+        Message(
+            "assistant",
+            None,
+            tool_calls=(
+                ToolCall("t1", "transfer_to_human_agents", json.dumps({"summary": summary})),
+            ),
+        ),
+        Message("tool", "Transfer successful", tool_call_id="t1"),
+    ]
+    budget = counter.count_messages(msgs[:1]) + 150
+    store = ctxfold.storage.MemoryStore()
+    result = AutoCompressor(store=store).compress(msgs, budget=budget, counter=counter)
+    out = list(result.messages)
+    assert counter.count_messages(out) <= budget
+    assert out[-1].role == "tool" and out[-1].tool_call_id == "t1"
+    (call,) = out[-2].tool_calls
+    args = json.loads(call.arguments)
+    assert len(args["summary"]) < len(summary) and "..." in args["summary"]
+    assert result.trace[4].reason == "shortened:newest"
+    assert list(ctxfold.expand(result, store=store).messages) == msgs

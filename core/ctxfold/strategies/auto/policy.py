@@ -36,6 +36,7 @@ class Policy:
     newest_unit_share: float = 0.6  # the newest unit alone may take this share of the room
     # (the newest unit is always shown: whole within this share, else cut in place to
     # it, so that the note keeps the identifiers of the rest)
+    min_argument_cut: int = 8  # tokens: a shorter string argument of the newest call stays
     # --- analysis and plans
     preserved_weight: float = 2.0  # a piece an adapter marks as preserved counts this much more
     people_echo: float = 2.0  # an id a person or the agent writes counts this much (tool output 1)
