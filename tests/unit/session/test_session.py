@@ -54,7 +54,7 @@ def _wire(result: ctxfold.CompressionResult) -> str:
 
 
 @pytest.mark.parametrize("name,msgs", _conversations(), ids=lambda x: str(x)[:40])
-def test_every_render_fits_keeps_tool_calls_whole_and_extends_the_last(
+def test_every_render_fits_keeps_tool_calls_whole_ends_on_the_newest_and_extends_the_last(
     name: str, msgs: list[Message]
 ) -> None:
     budget = 3000
@@ -66,6 +66,7 @@ def test_every_render_fits_keeps_tool_calls_whole_and_extends_the_last(
         out = list(r.messages)
         assert r.stats.tokens_after == counter.count_messages(out) <= budget
         check_tool_integrity(msgs, out)
+        check_continuation(msgs[: r.stats.messages_before], out)  # where the agent is
         if not turn_order_problems(msgs[: r.stats.messages_before]):
             assert not turn_order_problems(out)  # a request strict chat APIs accept
         assert [d.index for d in r.trace] == list(range(r.stats.messages_before))
@@ -483,15 +484,16 @@ def test_a_compaction_record_of_another_history_is_a_typed_error() -> None:
 
 @pytest.mark.parametrize("share", [k / 100 for k in range(10, 50, 2)])
 def test_every_render_keeps_strict_turn_order_at_any_budget(share: float) -> None:
-    """The airline chat's lookups return long records: a compaction may fold the newest
-    unit, and the next message is appended after what it kept. The prefix must end on
-    the side its input ended on, and its note fill the gap folding left (not go back
-    to the top because the previous note, folded again, opens the input)."""
+    """The airline chat's lookups return long records, at many budgets: every render
+    is a strict request (the prefix ends on the side its input ended on, its note fills
+    the gap folding left) and ends on the newest message, whole or cut in place."""
     msgs = next(m for name, m in example_conversations() if "airline" in name)[1:]
     session = Session(budget=int(COUNTER.count_messages(msgs) * share), store=MemoryStore())
-    for m in msgs:
+    for k, m in enumerate(msgs):
         if m.role == "assistant":
-            assert turn_order_problems(list(session.render().messages)) == []
+            out = list(session.render().messages)
+            assert turn_order_problems(out) == []
+            check_continuation(msgs[:k], out)
         session.add(m)
 
 
