@@ -7,10 +7,10 @@ import asyncio
 from typing import Any
 
 from llama_index.core.base.llms.types import ChatMessage
-from llama_index.core.memory import BaseMemory
+from llama_index.core.memory.types import DEFAULT_CHAT_STORE_KEY, BaseChatStoreMemory
 from llama_index.core.storage.chat_store import BaseChatStore, SimpleChatStore
 from llama_index.core.tools import FunctionTool
-from pydantic import ConfigDict, Field, PrivateAttr, SerializeAsAny
+from pydantic import ConfigDict, Field, PrivateAttr
 
 from ctxfold import BudgetError, Message
 from ctxfold.session import Follower, Session
@@ -20,10 +20,10 @@ from ._tools import as_function_tool
 
 __all__ = ["CompressedChatMemory"]
 
-DEFAULT_KEY = "chat_history"
+DEFAULT_KEY = DEFAULT_CHAT_STORE_KEY
 
 
-class CompressedChatMemory(BaseMemory):
+class CompressedChatMemory(BaseChatStoreMemory):
     """The whole history in ``chat_store`` (a ``SimpleChatStore`` by default, or any
     store you have), and a :class:`ctxfold.Session` that renders it within
     ``token_limit`` tokens: :meth:`get` gives the model the compressed view, a tool
@@ -38,13 +38,13 @@ class CompressedChatMemory(BaseMemory):
     the same id let a new process take up where the last one stopped).
 
     Works as ``memory=`` of ``SimpleChatEngine``, ``CondensePlusContextChatEngine``,
-    ``FunctionAgent`` and ``AgentWorkflow``.
+    ``FunctionAgent`` and ``AgentWorkflow``. Built on LlamaIndex's
+    ``BaseChatStoreMemory``: ``put``, ``set``, ``get_all`` and their async twins are
+    its own, reading and writing ``chat_store`` under ``chat_store_key``.
     """
 
     model_config = ConfigDict(extra="forbid")  # a misspelt setting is an error
 
-    chat_store: SerializeAsAny[BaseChatStore] = Field(default_factory=SimpleChatStore)
-    chat_store_key: str = DEFAULT_KEY
     token_limit: int = 3000
     strategy: Any = "auto"
     counter: Any = "o200k_base"
@@ -156,40 +156,6 @@ class CompressedChatMemory(BaseMemory):
         # it) is the query; without one, the newest user message when it is last.
         asked = query if isinstance(query, str) and query.strip() else None
         return to_llamaindex(self._follower.render(stored, room, query=asked).messages)
-
-    def get_all(self) -> list[ChatMessage]:
-        """Every stored message, uncompressed."""
-        return list(self.chat_store.get_messages(self.chat_store_key))
-
-    async def aget_all(self) -> list[ChatMessage]:
-        """:meth:`get_all` with the store's async method."""
-        return list(await self.chat_store.aget_messages(self.chat_store_key))
-
-    def put(self, message: ChatMessage) -> None:
-        """Store ``message`` as it is."""
-        self.chat_store.add_message(self.chat_store_key, message)
-
-    async def aput(self, message: ChatMessage) -> None:
-        """:meth:`put` with the store's async method."""
-        await self.chat_store.async_add_message(self.chat_store_key, message)
-
-    def put_messages(self, messages: list[ChatMessage]) -> None:
-        """Store ``messages`` as they are."""
-        for m in messages:
-            self.put(m)
-
-    async def aput_messages(self, messages: list[ChatMessage]) -> None:
-        """:meth:`put_messages` with the store's async method."""
-        for m in messages:
-            await self.aput(m)
-
-    def set(self, messages: list[ChatMessage]) -> None:
-        """Replace the stored history with ``messages`` (the session follows)."""
-        self.chat_store.set_messages(self.chat_store_key, list(messages))
-
-    async def aset(self, messages: list[ChatMessage]) -> None:
-        """:meth:`set` with the store's async method."""
-        await self.chat_store.aset_messages(self.chat_store_key, list(messages))
 
     def reset(self) -> None:
         """Delete the stored history and start the session over."""

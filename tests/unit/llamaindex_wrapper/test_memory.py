@@ -257,3 +257,21 @@ def test_the_question_given_to_get_recalls_what_it_needs_from_long_ago() -> None
     sent = from_llamaindex([*asked, ChatMessage(role=MessageRole.USER, content=question)])
     assert turn_order_problems(sent) == []  # the engine adds the question after it
     assert len(memory.get_all()) == 120  # the store keeps every message as it was
+
+
+def test_it_is_a_chat_store_memory_whose_store_holds_every_message_as_given() -> None:
+    from llama_index.core.memory.types import BaseChatStoreMemory
+
+    store = SimpleChatStore()
+    memory = CompressedChatMemory.from_defaults(
+        chat_store=store, chat_store_key="ana", token_limit=120, store=MemoryStore()
+    )
+    assert isinstance(memory, BaseChatStoreMemory)  # LlamaIndex's own contract
+    said = [
+        ChatMessage(role="user", content=f"Note {k}: the code is {1000 + k}.") for k in range(30)
+    ]
+    memory.put_messages(said)
+    assert store.get_messages("ana") == said == memory.get_all()  # the record, whole
+    assert _tokens(memory.get()) <= 120 < _tokens(said)  # the view, compressed
+    asyncio.run(memory.aset(said[:3]))
+    assert memory.get() == said[:3]  # replaced: the session follows
