@@ -15,6 +15,7 @@ from ..text.scoring import ExtractiveSummarizer
 from ..tokens import TokenCounter
 from ..units import Unit, newest_units
 from .base import BaseCompressor, CachedOptions, check_choice, check_share, keep_only, overflow
+from .newest import SHORTENED, cut_in_place
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -81,6 +82,14 @@ class SummarizingCompressor(BaseCompressor):
             overflow(self.overflow, required=pinned_cost, budget=budget, what="the pinned messages")
             return keep_only(conv, set(pinned), set(pinned), self.name)
         avail = budget - pinned_cost
+        header = counter.count_message(summary_message("", len(messages), self.role))
+        cut = cut_in_place(conv, free[-1], avail - header - _MIN_SUMMARY)
+        if cut:  # the newest unit alone is over the room: shown cut in place
+            messages = [cut.get(i, m) for i, m in enumerate(messages)]
+            tokens = [
+                counter.count_message(m) if i in cut else t
+                for i, (m, t) in enumerate(zip(messages, tokens, strict=True))
+            ]
         recent = newest_units(free, tokens, self.recent_share * avail, cap=avail - _MIN_SUMMARY)
         recent.add(free[-1].start)  # the newest unit always: where the conversation is
         while True:
@@ -92,19 +101,19 @@ class SummarizingCompressor(BaseCompressor):
             if allowance >= _MIN_SUMMARY or len(recent) == 1:
                 break
             recent.discard(min(recent))  # make room for the summary: the oldest goes
-        if not old_units:  # the newest unit alone is over the room
+        if not old_units and pinned_cost + kept_cost > budget:  # the newest alone is over
             overflow(
                 self.overflow,
                 required=pinned_cost + kept_cost + conv.counter.count_messages([]),
                 budget=budget,
                 what="the pinned messages and the newest unit",
             )
-            everything = set(pinned) | {i for u in free for i in u.indices}
-            return keep_only(conv, everything, set(pinned), self.name)
         old = [i for u in old_units for i in u.indices]
-        text = self._running_summary(messages, old_units, max(allowance, 1), counter)
-        note = summary_message(text, len(old), self.role)
-        if pinned_cost + kept_cost + counter.count_message(note) > budget:
+        note = None
+        if old:
+            text = self._running_summary(messages, old_units, max(allowance, 1), counter)
+            note = summary_message(text, len(old), self.role)
+        if note is not None and pinned_cost + kept_cost + counter.count_message(note) > budget:
             overflow(
                 self.overflow,
                 required=pinned_cost + kept_cost + counter.count_message(note),
@@ -117,10 +126,16 @@ class SummarizingCompressor(BaseCompressor):
         for i, m in enumerate(messages):
             if i in old_set:
                 trace.append(Decision(i, "summarized", "summary", tokens[i], 0, self.name))
+            elif i in cut:
+                out.append(m)
+                before = conv.tokens[i]
+                trace.append(Decision(i, "compressed", SHORTENED, before, tokens[i], self.name))
             else:
                 out.append(m)
                 why = f"pinned:{m.role}" if i in pinned else "recent"
                 trace.append(Decision(i, "kept", why, tokens[i], tokens[i], self.name))
+        if note is None:
+            return Compaction(out, trace, {})
         insert_note(out, note)
         saved = sum(tokens[i] for i in old) - counter.count_message(note)
         return Compaction(out, trace, {"summary": max(saved, 0)})

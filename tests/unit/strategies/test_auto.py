@@ -527,7 +527,10 @@ def test_the_output_ends_on_the_side_the_input_ended_on(msgs, fraction):
     assert turn_order_problems([*out, Message("assistant", "The next turn.")]) == []
 
 
-def test_the_newest_call_is_cut_in_place_with_valid_arguments_and_expands_back() -> None:
+@pytest.mark.parametrize("strategy", ["auto", "summarize"])
+def test_the_newest_call_is_cut_in_place_with_valid_arguments_and_expands_back(
+    strategy: str,
+) -> None:
     """A system prompt that leaves little room and a newest exchange over it: the call's
     longest string argument is shortened (still valid JSON), the output ends on the
     result, and the original comes back from the store."""
@@ -551,7 +554,8 @@ def test_the_newest_call_is_cut_in_place_with_valid_arguments_and_expands_back()
     ]
     budget = counter.count_messages(msgs[:1]) + 150
     store = ctxfold.storage.MemoryStore()
-    result = AutoCompressor(store=store).compress(msgs, budget=budget, counter=counter)
+    compressor = ctxfold.strategies.resolve_strategy(strategy, store=store, reversible=True)
+    result = compressor.compress(msgs, budget=budget, counter=counter)
     out = list(result.messages)
     assert counter.count_messages(out) <= budget
     assert out[-1].role == "tool" and out[-1].tool_call_id == "t1"

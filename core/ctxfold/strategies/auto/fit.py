@@ -5,20 +5,19 @@ and let an LLM summarizer rewrite the note's condensed lines if one is set."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
-from ..._json import loads as json_loads
 from ...contract import Conversation
-from ...messages import Message, ToolCall, transcript, uses_tools
+from ...messages import Message, transcript, uses_tools
 from ...models.summarizers import fit_summary, summarize
 from ...result import FOLDED, NOTE_KEY, Decision, from_user, is_note
-from ...text.scoring import ScoreContext, shorten
+from ...text.scoring import ScoreContext
 from ...tokens import TokenCounter
 from ...units import Unit
 from ..base import keep_only, overflow
+from ..newest import cut_in_place
 from .analysis import Analyzer
 from .assemble import Assembled, Layout, Notes, assemble
 from .plan import (
@@ -65,7 +64,7 @@ def _verbatim(
     if recent_share is None:
         recent_share = POLICY.agent_recent if uses_tools(conv.messages) else POLICY.chat_recent
     newest = free[-1]
-    cut = _cut_in_place(conv, newest, int(POLICY.newest_unit_share * avail))
+    cut = cut_in_place(conv, newest, int(POLICY.newest_unit_share * avail))
     for i in newest.indices:
         verbatim[i] = Verbatim.SHORTENED if i in cut else Verbatim.RECENT
     used = conv.cost(newest) - sum(
@@ -87,61 +86,6 @@ def _verbatim(
             verbatim[i] = Verbatim.RECENT
         used += cost
     return verbatim, used, first_user, cut
-
-
-def _cut_in_place(conv: Conversation, unit: Unit, target: int) -> dict[int, Message]:
-    """The messages of ``unit`` (the newest) shortened in place, the largest first, by
-    the engine's exact-fit shortening (the identifiers of what it cuts listed), until
-    the unit costs at most ``target``; none when it costs no more."""
-    counter = conv.counter
-    excess = conv.cost(unit) - target
-    if target <= 0 or excess <= 0:
-        return {}
-    out: dict[int, Message] = {}
-    for i in sorted(unit.indices, key=lambda k: (-conv.tokens[k], k)):
-        m = conv.messages[i]
-        if excess <= 0:
-            break
-        new = m
-        if isinstance(m.content, str) and m.content:
-            keep = max(counter.count_text(m.content) - excess, 1)
-            new = replace(m, content=shorten(m.content, keep, counter))
-        left = excess - (conv.tokens[i] - counter.count_message(new))
-        if left > 0 and m.tool_calls:  # then the calls' longest string arguments
-            new = replace(new, tool_calls=_cut_calls(new.tool_calls, left, counter))
-        saved = conv.tokens[i] - counter.count_message(new)
-        if saved > 0:
-            out[i] = new
-            excess -= saved
-    return out
-
-
-def _cut_calls(
-    calls: Sequence[ToolCall], excess: int, counter: TokenCounter
-) -> tuple[ToolCall, ...]:
-    """``calls`` with their longest string arguments shortened (the JSON kept valid,
-    each cut marked) by about ``excess`` tokens; a call whose arguments are not a JSON
-    object stays as it is."""
-    out: list[ToolCall] = []
-    for call in calls:
-        try:
-            args = json_loads(call.arguments)
-        except ValueError:
-            args = None
-        if not isinstance(args, dict) or excess <= 0:
-            out.append(call)
-            continue
-        for key in sorted(
-            (k for k, v in args.items() if isinstance(v, str)), key=lambda k: -len(args[k])
-        ):
-            n = counter.count_text(args[key])
-            if excess <= 0 or n < POLICY.min_argument_cut:
-                break
-            args[key] = shorten(args[key], max(n - excess, POLICY.min_argument_cut // 2), counter)
-            excess -= n - counter.count_text(args[key])
-        text = json.dumps(args, ensure_ascii=False, separators=(",", ":"))
-        out.append(replace(call, arguments=text) if len(text) < len(call.arguments) else call)
-    return tuple(out)
 
 
 def fit(conv: Conversation, opts: AutoOptions, analyzer: Analyzer, notes: Notes) -> Fitted:

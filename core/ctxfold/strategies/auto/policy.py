@@ -13,6 +13,7 @@ from typing import Protocol
 from ...contract import Overflow
 from ...models.summarizers import Summarizer
 from ...storage.cache import Cache
+from ..newest import SHORTENED
 
 __all__ = ["POLICY", "AutoOptions", "Policy", "Verbatim"]
 
@@ -22,7 +23,7 @@ class Verbatim(Enum):
 
     TASK = "task"  # the first user message, when it is short enough
     RECENT = "recent"  # one of the newest whole units
-    SHORTENED = "shortened:newest"  # the newest unit, over the room alone: cut in place
+    SHORTENED = SHORTENED  # the newest unit, over the room alone: cut in place
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,6 @@ class Policy:
     newest_unit_share: float = 0.6  # the newest unit alone may take this share of the room
     # (the newest unit is always shown: whole within this share, else cut in place to
     # it, so that the note keeps the identifiers of the rest)
-    min_argument_cut: int = 8  # tokens: a shorter string argument of the newest call stays
     # --- analysis and plans
     preserved_weight: float = 2.0  # a piece an adapter marks as preserved counts this much more
     people_echo: float = 2.0  # an id a person or the agent writes counts this much (tool output 1)

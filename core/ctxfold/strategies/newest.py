@@ -1,0 +1,79 @@
+"""The newest unit of a history: where an agent is, so every strategy shows it. When
+it alone is over the room a strategy gives it, its messages are cut in place (the
+content by the engine's exact-fit shortening, then the longest string arguments of
+its calls, the JSON kept valid) rather than folded into a note."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import replace
+
+from .._json import loads as json_loads
+from ..contract import Conversation
+from ..messages import Message, ToolCall
+from ..text.scoring import shorten
+from ..tokens import TokenCounter
+from ..units import Unit
+
+__all__ = ["MIN_ARGUMENT_CUT", "SHORTENED", "cut_in_place"]
+
+#: The trace reason of a message of the newest unit cut in place.
+SHORTENED = "shortened:newest"
+#: Tokens: a shorter string argument of the newest call is left whole.
+MIN_ARGUMENT_CUT = 8
+
+
+def cut_in_place(conv: Conversation, unit: Unit, target: int) -> dict[int, Message]:
+    """The messages of ``unit`` (the newest) shortened in place, the largest first, by
+    the engine's exact-fit shortening (the identifiers of what it cuts listed), until
+    the unit costs at most ``target``; none when it costs no more."""
+    counter = conv.counter
+    excess = conv.cost(unit) - target
+    if target <= 0 or excess <= 0:
+        return {}
+    out: dict[int, Message] = {}
+    for i in sorted(unit.indices, key=lambda k: (-conv.tokens[k], k)):
+        m = conv.messages[i]
+        if excess <= 0:
+            break
+        new = m
+        if isinstance(m.content, str) and m.content:
+            keep = max(counter.count_text(m.content) - excess, 1)
+            new = replace(m, content=shorten(m.content, keep, counter))
+        left = excess - (conv.tokens[i] - counter.count_message(new))
+        if left > 0 and m.tool_calls:  # then the calls' longest string arguments
+            new = replace(new, tool_calls=_cut_calls(new.tool_calls, left, counter))
+        saved = conv.tokens[i] - counter.count_message(new)
+        if saved > 0:
+            out[i] = new
+            excess -= saved
+    return out
+
+
+def _cut_calls(
+    calls: Sequence[ToolCall], excess: int, counter: TokenCounter
+) -> tuple[ToolCall, ...]:
+    """``calls`` with their longest string arguments shortened (the JSON kept valid,
+    each cut marked) by about ``excess`` tokens; a call whose arguments are not a JSON
+    object stays as it is."""
+    out: list[ToolCall] = []
+    for call in calls:
+        try:
+            args = json_loads(call.arguments)
+        except ValueError:
+            args = None
+        if not isinstance(args, dict) or excess <= 0:
+            out.append(call)
+            continue
+        for key in sorted(
+            (k for k, v in args.items() if isinstance(v, str)), key=lambda k: -len(args[k])
+        ):
+            n = counter.count_text(args[key])
+            if excess <= 0 or n < MIN_ARGUMENT_CUT:
+                break
+            args[key] = shorten(args[key], max(n - excess, MIN_ARGUMENT_CUT // 2), counter)
+            excess -= n - counter.count_text(args[key])
+        text = json.dumps(args, ensure_ascii=False, separators=(",", ":"))
+        out.append(replace(call, arguments=text) if len(text) < len(call.arguments) else call)
+    return tuple(out)
