@@ -137,7 +137,10 @@ def compact_reversibly(strategy: Strategy, conv: Conversation, settings: RoundSe
         if total <= budget or strategy.overflow == "best_effort":
             batch.commit()
             return Layered(Compaction(final, done.trace, done.savings), round_id)
-        reserve += total - budget + 4
+        # What the round added to this output is known now: leave that much (the
+        # strategy's output may not shrink with a few tokens less room).
+        added = total - conv.counter.count_messages(done.messages)
+        reserve = max(reserve + total - budget, added) + 4
     # Not even the round's tag fits beside what the strategy must keep (its plain output
     # raises BudgetError if that cannot fit either). Never a result that cannot be
     # expanded: over budget with the tag when the strategy allows it, else an error.

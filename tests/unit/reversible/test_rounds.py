@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from typing import ClassVar
 
 import pytest
 
@@ -384,3 +385,55 @@ def test_a_message_is_encoded_once_per_content_and_its_metadata_is_kept():
     assert digest == hashlib.sha256(data).digest()
     noted = ctxfold.Message("user", "Check src/app.py", metadata={"ctxfold": {"what": "x"}})
     assert message_bytes(noted)[0] == encode(message_record(noted)) != data
+
+
+def test_a_strategy_whose_output_does_not_shrink_a_little_is_given_the_round_s_room_at_once():
+    """The round's marks cost what they cost: when an output and its marks are over,
+    the strategy is asked again with that much less room, not a few tokens less five
+    times over (an output that shrinks only in steps once ended in BudgetError at a
+    budget above one that fit: 104-110 tokens here, where 60-102 fit)."""
+    from dataclasses import replace
+
+    from ctxfold.contract import Compaction, Conversation
+    from ctxfold.result import Decision
+
+    class Steps(ctxfold.BaseCompressor):
+        """The system prompt and the newest six messages cut short (each gets a
+        marker), or the newest two when six are over the room."""
+
+        name = "steps"
+        reversible_default = True
+        lists_identifiers = True  # a small first reserve
+        calls: ClassVar[list[int]] = []
+
+        def compact(self, conv: Conversation) -> Compaction:
+            self.calls.append(conv.budget)
+            n = len(conv.messages)
+            for keep in (6, 2):
+                idx = [0, *range(n - keep, n)]
+                out = [conv.messages[0]]
+                out += [
+                    replace(conv.messages[i], content=conv.messages[i].text[:8]) for i in idx[1:]
+                ]
+                if conv.counter.count_messages(out) <= conv.budget:
+                    break
+            trace = [
+                Decision(
+                    i,
+                    "compressed" if i in idx[1:] else "kept" if i == 0 else "summarized",
+                    "cut",
+                    t,
+                    t if i in idx else 0,
+                    self.name,
+                )
+                for i, t in enumerate(conv.tokens)
+            ]
+            return Compaction(out, trace, {})
+
+    msgs = [Message("system", "Be brief.")]
+    msgs += [Message("user" if k % 2 == 0 else "assistant", f"Turn {k}. " * 40) for k in range(40)]
+    for budget in range(60, 140, 2):
+        Steps.calls = []
+        result = Steps(store=MemoryStore()).compress(msgs, budget=budget, counter=COUNTER)
+        assert result.stats.tokens_after <= budget
+        assert len(Steps.calls) <= 2, (budget, Steps.calls)
