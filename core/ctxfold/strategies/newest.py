@@ -74,6 +74,6 @@ def _cut_calls(
                 break
             args[key] = shorten(args[key], max(n - excess, MIN_ARGUMENT_CUT // 2), counter)
             excess -= n - counter.count_text(args[key])
-        text = json.dumps(args, ensure_ascii=False, separators=(",", ":"))
+        text = json.dumps(args, ensure_ascii=False)  # as the wrappers write arguments
         out.append(replace(call, arguments=text) if len(text) < len(call.arguments) else call)
     return tuple(out)

@@ -57,7 +57,8 @@ def check_round_trip(compressor: ctxfold.BaseCompressor, msgs: list[Message], bu
     try:
         result = compressor.compress(msgs, budget=budget, counter=COUNTER)
     except ctxfold.BudgetError as exc:  # no room for the round's tag beside what is kept
-        assert exc.required > budget and "round's tag" in str(exc)
+        assert exc.required > budget
+        assert "round's tag" in str(exc) or "the newest unit" in str(exc)
         return None
     back = ctxfold.expand(result, store=compressor.store)
     assert back.complete and back.to_openai() == ctxfold.to_openai(msgs)
@@ -93,9 +94,9 @@ def test_round_trip_on_the_shared_conversations(name):
     convs = shared_conversations()
     for _, msgs in convs:
         refused += check_round_trip(compressor, msgs, budget_for(msgs, 0.1)) is None
-    # the round's line needs ~16 tokens beside the system prompt: at most 2 of the 165
-    # conversations have no room for it at 10%
-    assert convs and refused <= 2
+    # the round's line (~16 tokens) and the newest exchange, cut, must fit beside the
+    # system prompt: 4 of the 165 conversations leave 25-59 tokens for them at 10%
+    assert convs and refused <= 4
 
 
 def test_a_gap_note_carries_the_round_and_references_within_their_share():
