@@ -38,6 +38,15 @@ from ctxfold.testing import ContractViolation, check_tool_integrity, find_data_d
 ENC = TiktokenCounter("o200k_base")
 
 
+def shared_data() -> Path | None:
+    """The folder of the shared conversations, or ``None`` after saying on stderr that
+    the benchmark is skipped (a user's clone has no ``../shared/data``)."""
+    data = find_data_dir(Path(__file__).resolve().parents[1])
+    if data is None:
+        print("benchmark skipped: no data folder (../shared/data)", file=sys.stderr)
+    return data
+
+
 def text_of(messages: list[Message]) -> str:
     return "\n".join(m.text + "\n" + "\n".join(c.arguments for c in m.tool_calls) for m in messages)
 

@@ -24,14 +24,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from compare import ENC, budget_for
+from compare import ENC, budget_for, shared_data
 
 import ctxfold
 from ctxfold import Session, TiktokenCounter, from_openai
 from ctxfold.storage import MemoryStore
 from ctxfold.strategies.auto import compressor as auto_compressor
 from ctxfold.strategies.auto import fit as auto_fit
-from ctxfold.testing import find_data_dir
 
 COUNTS = {"compact": 0, "assemble": 0}
 
@@ -93,9 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=0, help="conversations per data set")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
-    data = find_data_dir(Path(__file__).resolve().parents[1])
+    data = shared_data()
     if data is None:
-        print("benchmark skipped: no data folder (../shared/data)", file=sys.stderr)
         return 0
     report: dict[str, Any] = {}
     print(

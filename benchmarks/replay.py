@@ -52,7 +52,7 @@ from typing import Any, Protocol
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from compare import ENC, text_of, trim
+from compare import ENC, shared_data, text_of, trim
 
 import ctxfold
 from ctxfold import Message, Session, TiktokenCounter, from_openai
@@ -61,7 +61,6 @@ from ctxfold.testing import (
     ContractViolation,
     check_continuation,
     check_tool_integrity,
-    find_data_dir,
 )
 from ctxfold.units import group_units
 from ctxfold.validity import turn_order_problems
@@ -407,9 +406,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--wrapper-limit", type=int, default=2)
     parser.add_argument("--json", type=Path, default=None, help="also write results here")
     args = parser.parse_args(argv)
-    data = find_data_dir(Path(__file__).resolve().parents[1])
+    data = shared_data()
     if data is None:
-        print("benchmark skipped: no data folder (../shared/data)", file=sys.stderr)
         return 0
     report: dict[str, Any] = {}
     print(

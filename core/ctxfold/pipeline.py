@@ -7,7 +7,7 @@ given, :meth:`ctxfold.Session.render` on the state a session keeps between calls
    less what the query's passages want; a cache-stable session: its low-water mark,
    recall taking only the room the view leaves free), then compacts reversibly;
 3. :func:`recalled`: the passages the query recalls, in the room left;
-4. :func:`finished`: the stats (savings of the compaction, usage of the models) and
+4. :meth:`Call.finished`: the stats (savings of the compaction, usage of the models) and
    the result, announced to the logger and the ``compaction_completed`` hooks.
 
 One place fills the stats and emits the hooks, so a session render is observed

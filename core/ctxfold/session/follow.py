@@ -24,10 +24,6 @@ T = TypeVar("T")
 U = TypeVar("U")
 
 
-def _itself(item: Any) -> Any:
-    return item
-
-
 @dataclass(frozen=True)
 class Followed:
     """One render of a followed list, split: ``prefix`` (the messages that stand for
@@ -80,7 +76,7 @@ class Follower(Generic[T]):
     ) -> None:
         self.session = session
         self._convert = convert
-        self._key: Callable[[T], Any] = key or _itself
+        self._key = key
         self._lock = threading.RLock()
         self._keys: list[Any] | None = None  # of the items the session holds (None: unknown)
         # (budget, query) and the render for them
@@ -106,8 +102,14 @@ class Follower(Generic[T]):
         except CorruptRecordError:  # edited since: the list itself is all there
             session = Session.resume(history, None, **settings)
         follower = cls(session, convert, key=key)
-        follower._keys = [follower._key(i) for i in items]
+        follower._keys = follower._keys_of(items)
         return follower
+
+    def _keys_of(self, items: Sequence[T]) -> list[Any]:
+        """The keys of ``items`` (the items themselves without a key function: the
+        comparison then runs in C, an item that is the same object matching at once)."""
+        key = self._key
+        return list(items) if key is None else [key(i) for i in items]
 
     def holds_start_of(self, items: Sequence[T]) -> bool:
         """Whether the session holds exactly the first items of ``items``."""
@@ -115,7 +117,7 @@ class Follower(Generic[T]):
         if keys is None:
             return False
         n = len(keys)
-        return n <= len(items) and [self._key(i) for i in items[:n]] == keys
+        return n <= len(items) and self._keys_of(items[:n]) == keys
 
     def render(
         self, items: Sequence[T], budget: int | None = None, *, query: Query = None
@@ -131,7 +133,7 @@ class Follower(Generic[T]):
             if len(items) > len(keys):
                 new = items[len(keys) :]
                 self.session.add(self._convert(new))
-                keys += [self._key(i) for i in new]
+                keys += self._keys_of(new)
                 self._keys, self._cached = keys, None
             if self._cached is None or self._cached[0] != (budget, query):
                 self._cached = ((budget, query), self.session.render(budget, query=query))
@@ -166,7 +168,7 @@ class Follower(Generic[T]):
         if k and k <= len(items):
             converted = self._convert(items[:k])
             if [m.fingerprint for m in converted] == [m.fingerprint for m in held]:
-                self._keys = [self._key(i) for i in items[:k]]
+                self._keys = self._keys_of(items[:k])
                 return
         if k:
             self._start_over()

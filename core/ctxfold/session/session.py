@@ -139,8 +139,8 @@ class Session:
             an agent whose tool results run to thousands of tokens 60%).
         recall_share: the share of the budget a render with a query keeps at most
             for the passages of the folded history it recalls (see :meth:`render`);
-            ``0`` never recalls. Default ``None``: 0.7 in a chat, 0 once the
-            history has tool calls (:func:`ctxfold.recall.default_share`).
+            ``0`` never recalls. Default ``None``: :data:`ctxfold.recall.CHAT_SHARE`
+            (0.8) in a chat, 0 once the history has tool calls.
         recall_embedder: an embedder (a :class:`ctxfold.Embedder` or a name such as
             ``"wordllama"``) whose similarity to the query adds to the lexical match
             in choosing what to recall (default: none, words alone).
@@ -444,10 +444,6 @@ class Session:
         tail = self._cum[-1] - self._cum[self._upto()]
         return self._overhead + self._prefix_tokens + tail
 
-    def _low_mark(self, budget: int) -> int:
-        """The tokens a compaction compacts down to (the budget when not cache-stable)."""
-        return int(self._low_share(budget) * budget) if self.cache_stable else budget
-
     def _compact(self, budget: int) -> None:
         """Compact to the low-water mark (the budget when not cache-stable, or when
         what must be kept does not fit lower)."""
@@ -455,7 +451,7 @@ class Session:
         cut = open_start(history, self._upto())
         waiting = self._cum[-1] - self._cum[cut]  # a call still waiting for its results
         room = budget - waiting
-        low = self._low_mark(budget)
+        low = int(self._low_share(budget) * budget) if self.cache_stable else budget
         error: BudgetError | None = None
         rarity = WordCounts(len(history), MappingProxyType(self._words))
         for target in dict.fromkeys((min(low, room), room)):
@@ -489,12 +485,12 @@ class Session:
     def _result(self, call: Call, query: str | None, share: float) -> CompressionResult:
         """The view (the compaction's prefix, then the history since), with what
         ``query`` recalls in the room the view leaves (at most ``share`` of it)."""
-        fold, budget = self._fold, call.budget
+        fold, budget, view = self._fold, call.budget, self._view_tokens()
         out: list[Message] = [*(fold.prefix if fold else ()), *self._history[self._upto() :]]
-        after: int | None = self._view_tokens()
+        after: int | None = view  # counted as a whole when a block joins it
         trace: list[Decision] = self._trace
         if query:
-            room = min(budget, (after or 0) + int(share * budget))
+            room = min(budget, view + int(share * budget))
             found = recalled(
                 out,
                 trace,
@@ -507,7 +503,7 @@ class Session:
                 store=self._log.store,
             )
             if found is not None:
-                (out, trace), after = found, None  # counted as a whole
+                (out, trace), after = found, None
         return call.finished(
             out,
             trace,

@@ -307,7 +307,7 @@ class BaseCompressor(ABC):
             :func:`ctxfold.expand` gives it back.
         recall_share: the share of the budget at most kept for what the query
             recalls from the older history (see :meth:`compress`); ``0`` never
-            recalls. Default ``None``: :func:`ctxfold.recall.default_share` (0.7 in
+            recalls. Default ``None``: :func:`ctxfold.recall.default_share` (0.8 in
             a chat, 0 in an agent's run).
         recall_embedder: an embedder (a :class:`ctxfold.Embedder` or a name such as
             ``"wordllama"``) whose similarity to the query adds to the lexical

@@ -104,7 +104,7 @@ class SummarizingCompressor(BaseCompressor):
         if not old_units and pinned_cost + kept_cost > budget:  # the newest alone is over
             overflow(
                 self.overflow,
-                required=pinned_cost + kept_cost + conv.counter.count_messages([]),
+                required=pinned_cost + kept_cost + counter.count_messages([]),
                 budget=budget,
                 what="the pinned messages and the newest unit",
             )

@@ -400,11 +400,11 @@ def _shorten(text: str, max_tokens: int, counter: TokenCounter, goal: str) -> st
 
 def _best(segments: Sequence[list[str]], values: Sequence[list[float]]) -> str:
     """The segment worth the most per character (the first of equals)."""
-    _, pi, si = max(
-        ((v, -pi, -si) for pi, row in enumerate(values) for si, v in enumerate(row)),
-        default=(0.0, 0, 0),
-    )
-    return segments[-pi][-si].strip() if segments and segments[-pi] else ""
+    ranked = [(v, pi, si) for pi, row in enumerate(values) for si, v in enumerate(row)]
+    if not ranked:
+        return ""
+    _, pi, si = max(ranked, key=lambda c: (c[0], -c[1], -c[2]))
+    return segments[pi][si].strip()
 
 
 def _cut(text: str, max_tokens: int, counter: TokenCounter, cpt: float) -> str:

@@ -495,3 +495,18 @@ def test_recall_takes_only_the_free_room_of_a_session_never_its_prefix() -> None
         if "locker" in m.text:
             assert "4471" in "\n".join(x.text for x in with_block.messages)
     assert blocks >= 5
+
+
+def test_a_session_that_is_not_cache_stable_makes_room_for_what_a_question_recalls() -> None:
+    """Fitted anew every turn, such a session has no prefix to keep: a question makes
+    it compact into the budget less what its passages want, and they are shown."""
+    msgs = _chat(LOCKER, 200)
+    budget = _budget(msgs, 0.15)
+    session = Session(budget=budget, strategy=WINDOW, store=MemoryStore(), cache_stable=False)
+    session.add(msgs)
+    plain = session.render(query=False)
+    asked = session.render(query="what is the gym locker code?")
+    assert asked.round_id != plain.round_id  # compacted into less for the passages
+    assert "4471" in "\n".join(m.text for m in asked.messages)
+    assert asked.stats.tokens_after <= budget
+    assert turn_order_problems(asked.messages) == []

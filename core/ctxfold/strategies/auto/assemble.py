@@ -25,6 +25,7 @@ from ...text.layers import Layers, build_codebook
 from ...text.scoring import elide
 from ...tokens import TokenCounter
 from ...units import Unit
+from ..newest import SHORTENED
 from .plan import SPEAKER_TAG, Plan, lookup, shown_text
 from .policy import POLICY, Verbatim
 
@@ -260,7 +261,7 @@ def assemble(
             cut = layout.shortened[i]
             out.append(cut)
             after = counter.count_message(cut)
-            trace.append(Decision(i, "compressed", Verbatim.SHORTENED.value, t, after, step))
+            trace.append(Decision(i, "compressed", SHORTENED, t, after, step))
         elif i in layout.verbatim:
             out.append(m)
             trace.append(Decision(i, "kept", layout.verbatim[i].value, t, t, step))

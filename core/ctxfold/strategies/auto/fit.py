@@ -66,7 +66,7 @@ def _verbatim(
     newest = free[-1]
     cut = cut_in_place(conv, newest, int(POLICY.newest_unit_share * avail))
     for i in newest.indices:
-        verbatim[i] = Verbatim.SHORTENED if i in cut else Verbatim.RECENT
+        verbatim[i] = Verbatim.RECENT  # shown as ``cut`` holds it, where it is cut
     used = conv.cost(newest) - sum(
         tokens[i] - conv.counter.count_message(m) for i, m in cut.items()
     )

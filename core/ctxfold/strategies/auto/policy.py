@@ -13,7 +13,6 @@ from typing import Protocol
 from ...contract import Overflow
 from ...models.summarizers import Summarizer
 from ...storage.cache import Cache
-from ..newest import SHORTENED
 
 __all__ = ["POLICY", "AutoOptions", "Policy", "Verbatim"]
 
@@ -23,7 +22,6 @@ class Verbatim(Enum):
 
     TASK = "task"  # the first user message, when it is short enough
     RECENT = "recent"  # one of the newest whole units
-    SHORTENED = SHORTENED  # the newest unit, over the room alone: cut in place
 
 
 @dataclass(frozen=True)
