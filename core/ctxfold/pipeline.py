@@ -3,25 +3,31 @@ given, :meth:`ctxfold.Session.render` on the state a session keeps between calls
 
 1. :func:`opened`: announce the call (``compaction_started``) and count what the
    models it calls cost;
-2. the entry point resolves the query and plans its room (``compress``: the budget
-   less what the query's passages want; a cache-stable session: its low-water mark,
-   recall taking only the room the view leaves free), then compacts reversibly;
-3. :func:`recalled`: the passages the query recalls, in the room left;
+2. the entry point resolves the query and plans its room; :func:`compact_into`
+   compacts reversibly into the budget less what the query's passages want (``compress``
+   and a session that is not cache-stable; a cache-stable session compacts to its
+   low-water mark and wants nothing: recall takes only the room the view leaves free);
+3. :func:`recalled`: the passages the query recalls, in the room left
+   (:func:`recall_room`);
 4. :meth:`Call.finished`: the stats (savings of the compaction, usage of the models) and
    the result, announced to the logger and the ``compaction_completed`` hooks.
 
 One place fills the stats and emits the hooks, so a session render is observed
-exactly as a ``compress`` call is.
+exactly as a ``compress`` call is; one place plans the room, so a session that is not
+cache-stable renders what ``compress`` returns for the same history.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Literal, TypeVar, overload
 
+from .exceptions import BudgetError
 from .formats import CTXFOLD, MessageFormat
 from .hooks import completed, emit
 from .messages import Message
@@ -31,7 +37,9 @@ from .result import CompressionResult, CompressionStats, Decision
 from .storage.store import VerbatimStore
 from .tokens import TokenCounter
 
-__all__ = ["Call", "opened", "recalled"]
+__all__ = ["Call", "compact_into", "opened", "recall_room", "recalled"]
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -118,3 +126,37 @@ def recalled(
     if found is None:
         return None
     return found.messages, found.flag(trace)
+
+
+@overload
+def compact_into(
+    compact: Callable[[int], T], budget: int, want: int, *, fits: Literal[False] = False
+) -> T: ...
+
+
+@overload
+def compact_into(
+    compact: Callable[[int], T], budget: int, want: int, *, fits: bool
+) -> T | None: ...
+
+
+def compact_into(
+    compact: Callable[[int], T], budget: int, want: int, *, fits: bool = False
+) -> T | None:
+    """``compact(room)`` at the budget less the ``want`` tokens a query's passages
+    want, at the budget less half of them when what must be kept needs more, then at
+    the whole budget (the passages take what is left): the first that fits. Only the
+    last try's :class:`ctxfold.BudgetError` is raised. ``fits``: what is there fits
+    the budget already, so the whole budget is not tried (``None`` when no other
+    room fits)."""
+    rooms = [r for r in dict.fromkeys((budget - want, budget - want // 2, budget)) if r > 0]
+    for room in rooms[:-1]:
+        with contextlib.suppress(BudgetError):
+            return compact(room)
+    return None if fits else compact(rooms[-1])
+
+
+def recall_room(budget: int, view: int, share: float) -> int:
+    """The tokens a view of ``view`` tokens and its recall block may fill together:
+    the block takes at most ``share`` of the budget, and never more than is left."""
+    return min(budget, view + int(share * budget))

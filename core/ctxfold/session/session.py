@@ -11,7 +11,6 @@ A render does work in proportion to the new messages and the output, not the his
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import threading
 import uuid
 from collections import Counter
@@ -31,7 +30,7 @@ from ..exceptions import (
 from ..formats import CTXFOLD, MessageFormat, read_messages
 from ..messages import Message, uses_tools
 from ..models.embedders import get_embedder
-from ..pipeline import Call, opened, recalled
+from ..pipeline import Call, compact_into, opened, recall_room, recalled
 from ..recall import (
     AGENT_SHARE,
     CHAT_SHARE,
@@ -358,10 +357,11 @@ class Session:
                 self._prepare()
                 share = self._agentic_share() if self.recall_share is None else self.recall_share
                 asked = resolve_query(self._history, query) if share else None
-                if asked and not self.cache_stable:
-                    self._make_room(asked, share, b)
-                if self._view_tokens() > int(self.high_water * b):
-                    self._compact(b)
+                over = self._view_tokens() > int(self.high_water * b)
+                folded = over or self._fold is not None  # there is something to recall
+                want = self._wanted(asked, share, b) if asked and folded else 0
+                if over or self._view_tokens() > int(self.high_water * (b - want)):
+                    compact_into(self._compact, b, want, fits=not over)
                 return self._result(call, asked, share)
 
     async def aadd(self, messages: Iterable[MessageLike] | MessageLike) -> None:
@@ -453,7 +453,8 @@ class Session:
         room = budget - waiting
         low = int(self._low_share(budget) * budget) if self.cache_stable else budget
         error: BudgetError | None = None
-        rarity = WordCounts(len(history), MappingProxyType(self._words))
+        whole = self._fold is None and cut == len(history)  # its own word rarity
+        rarity = None if whole else WordCounts(len(history), MappingProxyType(self._words))
         for target in dict.fromkeys((min(low, room), room)):
             if target <= 0:
                 continue
@@ -490,7 +491,6 @@ class Session:
         after: int | None = view  # counted as a whole when a block joins it
         trace: list[Decision] = self._trace
         if query:
-            room = min(budget, view + int(share * budget))
             found = recalled(
                 out,
                 trace,
@@ -498,7 +498,7 @@ class Session:
                 self._recall_index(),
                 query,
                 until=min(self._upto(), len(self._history) - 1),
-                room=room,
+                room=recall_room(budget, view, share),
                 counter=self.counter,
                 store=self._log.store,
             )
@@ -513,16 +513,15 @@ class Session:
             given=self._given,
         )
 
-    def _make_room(self, query: str, share: float, budget: int) -> None:
-        """Not cache-stable: compact into ``budget`` less the room what ``query``
-        recalls wants (at most ``share`` of it), when what must be kept fits there."""
+    def _wanted(self, query: str, share: float, budget: int) -> int:
+        """The room (at most ``share`` of ``budget``) what ``query`` recalls wants
+        made for it: none in a cache-stable session, whose recall takes only the
+        room the view leaves free."""
+        if self.cache_stable:
+            return 0
         n = len(self._history) - 1  # the newest message is never its own source
-        cap = int(share * budget)
-        want = wanted(self._recall_index(), query, until=n, cap=cap, counter=self.counter)
-        if want and self._view_tokens() > int(self.high_water * (budget - want)):
-            # What must be kept may need more: then the render compacts into the budget.
-            with contextlib.suppress(BudgetError):
-                self._compact(budget - want)
+        index, cap = self._recall_index(), int(share * budget)
+        return wanted(index, query, until=n, cap=cap, counter=self.counter)
 
     def _recall_index(self) -> RecallIndex:
         """The recall index, caught up with the history: built when recall is first

@@ -22,7 +22,7 @@ from ..exceptions import BudgetError, ConfigurationError, ExpandError
 from ..formats import read_messages
 from ..messages import ROLES, Message
 from ..models.embedders import Embedder, get_embedder
-from ..pipeline import opened, recalled
+from ..pipeline import compact_into, opened, recall_room, recalled
 from ..recall import (
     Query,
     RecallIndex,
@@ -466,27 +466,26 @@ class BaseCompressor(ABC):
         self, conv: Conversation, reversible: bool, query: str | None
     ) -> tuple[Compaction, str | None]:
         """Compact into the budget less the room what ``query`` recalls wants (at most
-        ``recall_share`` of it; half that when what must be kept needs more), then show
-        the recalled passages in the room left; without a query (or when what must be
-        kept needs the whole budget), compact into the whole budget."""
+        ``recall_share`` of it; see :func:`ctxfold.pipeline.compact_into`), then show
+        the recalled passages in the room left; without a query, into the budget."""
         budget, counter = conv.budget, conv.counter
         share = default_share(conv.messages) if self.recall_share is None else self.recall_share
         if not query or not share:
             return self._compact(conv, reversible)
         index = RecallIndex(conv.messages, embedder=self.recall_embedder)
         last = len(conv.messages) - 1  # what is answered is never its own source
-        reserve = wanted(index, query, until=last, cap=int(share * budget), counter=counter)
-        for room in dict.fromkeys((budget - reserve, budget - reserve // 2)):
-            if room >= budget:
-                break
-            try:
-                done, round_id = self._compact(conv.with_budget(room), reversible)
-            except BudgetError:
-                continue
-            if counter.count_messages(done.messages) <= room:
-                store = get_store(self.rounds.store) if reversible else None
-                return with_recall(done, conv, index, query, store), round_id
-        return self._compact(conv, reversible)
+        want = wanted(index, query, until=last, cap=int(share * budget), counter=counter)
+
+        def attempt(room: int) -> tuple[Compaction, str | None]:
+            done = self._compact(conv.with_budget(room), reversible)
+            used = counter.count_messages(done[0].messages)
+            if room < budget and used > room:  # kept over its room (overflow="keep")
+                raise BudgetError(f"{used} tokens over {room}", required=used, budget=room)
+            return done
+
+        done, round_id = compact_into(attempt, budget, want)
+        store = get_store(self.rounds.store) if reversible else None
+        return with_recall(done, conv, index, query, store, share), round_id
 
     @abstractmethod
     def compact(self, conversation: Conversation) -> Compaction:
@@ -528,10 +527,12 @@ def with_recall(
     index: RecallIndex,
     query: str,
     store: VerbatimStore | None,
+    share: float,
 ) -> Compaction:
     """``done`` with the passages of ``conv`` (indexed as ``index``) that ``query``
-    recalls, in the room left within the budget; the trace flags what it quotes."""
-    msgs = conv.messages
+    recalls, in the room left within the budget (at most ``share`` of it, see
+    :func:`ctxfold.pipeline.recall_room`); the trace flags what it quotes."""
+    msgs, budget = conv.messages, conv.budget
     found = recalled(
         done.messages,
         done.trace,
@@ -539,7 +540,7 @@ def with_recall(
         index,
         query,
         until=len(msgs) - 1,  # the newest message: shown, and what is answered
-        room=conv.budget,
+        room=recall_room(budget, conv.counter.count_messages(done.messages), share),
         counter=conv.counter,
         store=store,
     )
