@@ -10,9 +10,9 @@ from typing import Any
 
 from ..exceptions import CorruptRecordError, ExpandError
 from ..messages import Message, as_messages, to_openai, transcript
-from ..result import CompressionResult, without_recall
+from ..result import NOTE_KEY, CompressionResult, without_recall
 from ..storage.store import VerbatimStore, get_store
-from .records import Read, load, message_from_record
+from .records import Read, load, message_from_record, tag_key
 
 __all__ = ["Expansion", "expand", "uncompress"]
 
@@ -70,8 +70,9 @@ def expand(
         rounds += 1
     for m in msgs:  # rounds whose output is not all here any more
         match = _round_of(m)
-        if match and match.group(1) not in done:
-            missing.append(match.group(1))
+        rid = match.group(1) if match else None
+        if rid and rid not in done and _written(st, m, rounds_read.get(rid)):
+            missing.append(rid)
     return Expansion(
         tuple(msgs), rounds, tuple(dict.fromkeys(missing)), tuple(dict.fromkeys(corrupt))
     )
@@ -99,6 +100,8 @@ def _undo_newest(
             rounds_read[rid] = load(store, [rid])
         read = rounds_read[rid]
         record = read.records[0]
+        if not _written(store, m, read):
+            continue  # text that only looks like a tag (a user's, say): left as it is
         if record is None or record.get("k") != "round":
             done.add(rid)
             (corrupt if read.corrupt or record is not None else missing).append(rid)
@@ -136,8 +139,27 @@ def _undo_newest(
 
 def _round_of(m: Message) -> re.Match[str] | None:
     """The round tag a message starts with (never in a tool's result; a note can speak
-    as the user, where strict chat APIs want a user turn)."""
+    as the user, where strict chat APIs want a user turn): see :func:`_written`."""
     return _ROUND.match(m.text) if m.role != "tool" else None
+
+
+def _written(store: VerbatimStore, m: Message, read: Read | None) -> bool:
+    """Whether ``m``, which starts like the tag of a round whose record ``read`` holds,
+    is that round's own message: its metadata says so, or (its metadata lost on the
+    way through a wire format) the store names it, by its fingerprint, as the message
+    that carries the round's tag (a round stored before that was kept: any message
+    but a tool's). A user's or a tool's text that only looks like a tag is neither, so
+    ``expand`` leaves it as it is and never reports its id missing."""
+    match = _ROUND.match(m.text)
+    if match is None:
+        return False
+    meta = m.metadata.get(NOTE_KEY)
+    if isinstance(meta, Mapping) and meta.get("round") == match.group(1):
+        return True
+    if read is None or read.records[0] is None:
+        return False  # no such round here: nothing says the text is ctxfold's
+    carrier = store.get_many([tag_key(match.group(1))])[0]
+    return carrier is None or carrier == m.fingerprint.encode("ascii")
 
 
 def _subsequence(msgs: Sequence[Message], ids: Sequence[str]) -> list[int] | None:

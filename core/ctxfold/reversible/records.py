@@ -22,6 +22,7 @@ __all__ = [
     "message_bytes",
     "message_from_record",
     "message_record",
+    "tag_key",
 ]
 
 _ID_LENGTHS = (12, 24, 64)  # digits; a longer id only when a shorter one holds other content
@@ -40,6 +41,13 @@ def entry_id(digest: bytes, digits: int) -> str:
 def marker(entry_id: str) -> str:
     """The marker a compressed text carries for a stored span."""
     return f"[expand {entry_id}]"
+
+
+def tag_key(round_id: str) -> str:
+    """The store key under which a round keeps the fingerprint of the message that
+    carries its tag, so that only that message is taken for the round's own (see
+    :func:`ctxfold.expand`), never a user's text that copies the tag."""
+    return f"tag:{round_id}"
 
 
 def encode(obj: Mapping[str, Any]) -> bytes:
@@ -143,6 +151,10 @@ class Batch:
 
     def add(self, record: Mapping[str, Any]) -> str:
         return self.add_all([record])[0]
+
+    def add_tag(self, round_id: str, carrier: Message) -> None:
+        """Record ``carrier`` as the message that carries the tag of ``round_id``."""
+        self.entries[tag_key(round_id)] = carrier.fingerprint.encode("ascii")
 
     def commit(self) -> None:
         self.store.put_many(self.entries)

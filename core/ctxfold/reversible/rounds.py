@@ -301,6 +301,7 @@ def _mark(
         refs = _references(settings, conv, unseen, final, msg_ids, allowance)
         if refs:
             final[at] = replace(carrier, content=f"{carrier.text}\n{refs}")
+    batch.add_tag(round_id, final[at])
     return final, round_id
 
 

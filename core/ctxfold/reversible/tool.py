@@ -33,6 +33,19 @@ DESCRIPTION = (
     "the rest."
 )
 _MIN_PAGE = 64  # tokens: a smaller page would not hold a useful excerpt
+_MAX_ID = 200  # characters: ids are 12-64 digits; "[expand <id>]" with room to spare
+
+
+def _repr(value: object) -> str:
+    try:
+        return repr(value)
+    except ValueError:  # an integer too long to write out
+        return f"a {type(value).__name__} too long to show"
+
+
+def _short(text: str, limit: int = 80) -> str:
+    """``text`` as echoed back to the model: at most ``limit`` characters."""
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
 
 
 class ExpandTool:
@@ -112,11 +125,17 @@ class ExpandTool:
         }
 
     def __call__(self, id: str, page: int = 1) -> str:
-        """The originals behind ``id``, page ``page``, as text for the model."""
+        """The originals behind ``id``, page ``page``, as text for the model: always
+        within ``max_tokens``, whatever it is given."""
+        return self._within(self._answer(id, page))
+
+    def _answer(self, id: str, page: int) -> str:
         if not isinstance(id, str) or not id.strip():
             return "Pass the id from a '[ctxfold round <id>...]' line or an '[expand <id>]' marker."
         if isinstance(page, bool) or not isinstance(page, int) or page < 1:
-            return f"page must be a whole number from 1 up, not {page!r}."
+            return f"page must be a whole number from 1 up, not {_short(_repr(page))}."
+        if len(id) > _MAX_ID:  # no id is that long: never echo or look up a flood
+            return f"{_short(id.strip())} is no id; pass one from a marker or a round's tag."
         try:
             text = expand(id, store=self.store)
         except ExpandError as exc:
@@ -132,6 +151,17 @@ class ExpandTool:
         text = pages[page - 1]
         sep = "" if text.endswith("\n") else "\n"
         return f"{text}{sep}[page {page} of {len(pages)}{more}]"
+
+    def _within(self, text: str) -> str:
+        """``text``, cut to ``max_tokens`` if it is over (a page always fits; an
+        answer about a bad call may echo what it was given)."""
+        count, limit = self.counter.count_text, self.max_tokens
+        if count(text) <= limit:
+            return text
+        n = 4 * limit
+        while count(cut := f"{text[:n]} [cut]") > limit:
+            n = n * 3 // 4
+        return cut
 
     async def acall(self, id: str, page: int = 1) -> str:
         """:meth:`__call__` in a worker thread (the store may do I/O)."""
@@ -152,23 +182,26 @@ class ExpandTool:
         except (ValueError, TypeError):
             args = None
         if not isinstance(args, dict):
-            text = f'The arguments must be a JSON object like {{"id": "..."}}, not {arguments!r}.'
+            shown = _short(_repr(arguments))
+            text = f'The arguments must be a JSON object like {{"id": "..."}}, not {shown}.'
         else:
             text = self(args.get("id", ""), args.get("page", 1))
         return Message("tool", text, tool_call_id=call_id)
 
     def _pages(self, text: str) -> list[str]:
-        """``text`` cut at line ends into pages of at most ``max_tokens`` (joined, they
-        are ``text`` again)."""
+        """``text`` cut at line ends into pages that fit ``max_tokens`` with their
+        footer line (joined, they are ``text`` again)."""
         count = self.counter.count_text
         if count(text) <= self.max_tokens:
             return [text]
+        footer = f"\n[page 99999 of 99999; call {self.name}(id, page=99999) for more]"
+        limit = self.max_tokens - count(footer)
         pages: list[str] = []
         current: list[str] = []
         used = 0
-        for line in _pieces(text, count, self.max_tokens):
+        for line in _pieces(text, count, limit):
             cost = count(line)
-            if current and used + cost > self.max_tokens:
+            if current and used + cost > limit:
                 pages.append("".join(current))
                 current, used = [], 0
             current.append(line)

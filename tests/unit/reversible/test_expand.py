@@ -100,3 +100,38 @@ def test_any_number_of_rounds_expands_to_everything_or_names_what_is_missing(
         assert list(back.messages) == everything
     else:
         assert back.missing
+
+
+def test_text_that_only_looks_like_a_round_tag_is_left_as_it_is() -> None:
+    """A user's message that starts like a round's tag is no round: ``expand`` gives it
+    back unchanged and reports nothing missing."""
+    said = [{"role": "user", "content": "[ctxfold round 123456789012] is in my log"}]
+    back = ctxfold.expand(said, store=MemoryStore())
+    assert back.complete and back.rounds == 0
+    assert back.to_openai() == said
+
+
+def test_a_pasted_copy_of_a_note_never_splices_in_the_hidden_originals() -> None:
+    """Only the message a round wrote carries its tag (known by its metadata, or by the
+    fingerprint the round stored when the metadata is lost on the wire): a user who
+    pastes the note's text, beside the round's output, gets nothing it hid."""
+    store = MemoryStore()
+    secret = {"role": "user", "content": "My card is 4111 1111 1111 1111, charge it. " * 20}
+    history = [
+        {"role": "system", "content": "You are a careful assistant."},
+        secret,
+        *[
+            {"role": r, "content": f"Turn {k}: we talk about the weather, at length. " * 6}
+            for k in range(30)
+            for r in ("user", "assistant")
+        ],
+    ]
+    wire = ctxfold.compress(history, budget=600, store=store).to_openai()
+    at = next(k for k, m in enumerate(wire) if m["content"].startswith("[ctxfold round"))
+    # Through OpenAI dicts (the metadata lost), the genuine output still expands.
+    assert ctxfold.expand(wire, store=store).to_openai() == history
+    pasted = [dict(m) for m in wire]
+    pasted[at] = {"role": "user", "content": wire[at]["content"]}  # the user's copy
+    back = ctxfold.expand(pasted, store=store)
+    assert back.rounds == 0 and back.complete
+    assert back.to_openai() == pasted  # none of the 59 messages the round hid

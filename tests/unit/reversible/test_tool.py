@@ -101,6 +101,23 @@ def test_bad_calls_come_back_as_advice_not_exceptions(folded):
         ctxfold.expand_tool(store, name=" ")
 
 
+def test_an_answer_is_within_max_tokens_whatever_the_call_holds(folded):
+    """A flood in the id, the page or the arguments is never echoed back whole."""
+    _, result, store = folded
+    tool = ctxfold.expand_tool(store, max_tokens=100)
+    floods = [
+        tool("9" * 1_000_000),
+        tool("[expand " + "x" * 500 + "]"),
+        tool(result.round_id, -(10**5000)),
+        tool.answer({"id": "c1", "function": {"arguments": "[" + "1," * 100_000 + "1]"}}).text,
+        tool.answer(ToolCall("c2", "expand", json.dumps({"id": "7" * 300_000}))).text,
+    ]
+    for text in floods:
+        assert COUNTER.count_text(text) <= 100, text[:200]
+    assert "is no id" in floods[0]
+    assert COUNTER.count_text(tool(result.round_id)) <= 100  # a page fits too
+
+
 def test_definitions_for_the_chat_apis_and_answers_to_tool_calls(folded):
     _, result, store = folded
     tool = ctxfold.expand_tool(store)
