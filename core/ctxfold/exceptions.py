@@ -13,6 +13,7 @@ from the built-in that callers already catch, so ``except ValueError`` keeps wor
     ├── CacheEntryError (TypeError)        a cache key or value has the wrong type
     ├── ExpandError (LookupError)          an id the verbatim store does not hold
     │   └── CorruptRecordError             a stored record does not match its id
+    ├── ConcurrentWriteError (RuntimeError)  another writer wrote the session first
     └── SummarizerError (RuntimeError)     the summarizer failed or returned no text
 
 Messages say what went wrong and what to do about it.
@@ -24,6 +25,7 @@ __all__ = [
     "BudgetError",
     "CacheEntryError",
     "CacheError",
+    "ConcurrentWriteError",
     "ConfigurationError",
     "CorruptRecordError",
     "CtxfoldError",
@@ -114,6 +116,14 @@ class CorruptRecordError(ExpandError):
     def __init__(self, message: str, *, ids: tuple[str, ...] = ()) -> None:
         super().__init__(message)
         self.ids = ids
+
+
+class ConcurrentWriteError(CtxfoldError, RuntimeError):
+    """A session's write found its place in the store taken: another writer (a second
+    :class:`ctxfold.Session` on the same id, in this process or another) wrote there
+    since this one read the session. Nothing of this write was stored and the session
+    in memory is unchanged; ``Session.load`` (or a new ``Session`` on the same id)
+    reads what is there, then add again."""
 
 
 class SessionNotFoundError(CtxfoldError, LookupError):

@@ -11,25 +11,43 @@ ever written twice, so the record works on every store, SQLite and Redis include
 - ``e:<epoch>``: :meth:`SessionLog.clear` opened this epoch; the older ones stay in the
   store (nothing is ever lost), unseen by the session.
 
-One writer per session at a time: two processes appending to one session id race.
+Every record is stored as ``{"v": 2, "d": <digest>, "r": <record>}``: ``d`` chains the
+SHA-256 of the record to the one before it (a compaction's also to the history it
+covers), starting from the session's namespace and epoch, so an edited, reordered,
+copied or missing record is a :class:`ctxfold.exceptions.CorruptRecordError` naming the
+session and the position, never a wrong history. (Records of the first format, bare and
+unchained, are still read; a format of a later version is refused.)
+
+Writes never overwrite: each goes where the next record belongs, and only if that place
+is free (:func:`ctxfold.storage.put_new`, atomic on the built-in stores), so a second
+writer on the same session (another process, or another ``Session`` object) gets
+:class:`ctxfold.exceptions.ConcurrentWriteError` instead of a lost write: optimistic
+concurrency, the record's position its version.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..exceptions import CorruptRecordError
+from ..exceptions import ConcurrentWriteError, CorruptRecordError
 from ..messages import Message
 from ..result import Action, Decision
 from ..reversible.records import encode, message_from_record, message_record
-from ..storage.store import NamespacedStore, VerbatimStore
+from ..storage.store import NamespacedStore, VerbatimStore, put_new
 
 __all__ = ["Fold", "SessionLog", "namespace"]
 
 _PROBE = 256  # keys read per round trip while counting what a session holds
+_VERSION = 2  # of the stored form of a record (1: the bare record, unchained)
+
+
+def _link(previous: bytes, payload: bytes) -> bytes:
+    """The running digest after a record whose stored bytes are ``payload``."""
+    return hashlib.sha256(previous + payload).digest()
 
 
 def namespace(session_id: str) -> str:
@@ -88,7 +106,8 @@ def _decision(
 
 
 class SessionLog:
-    """The stored record of one session: append messages and folds, read them back."""
+    """The stored record of one session: append messages and folds, read them back,
+    each checked against the running digest of what came before."""
 
     def __init__(self, store: VerbatimStore, session_id: str) -> None:
         self.store = NamespacedStore(store, namespace(session_id))
@@ -96,59 +115,142 @@ class SessionLog:
         self.epoch = self._count(lambda n: f"e:{n + 1}")
         self.messages = 0  # how many this epoch holds
         self.folds = 0
+        self._start()
+
+    def _start(self) -> None:
+        root = _link(namespace(self.session_id).encode(), str(self.epoch).encode())
+        self.heads = [root]  # heads[n]: the digest of the first n messages
+        self.fold_head = root
+
+    def _corrupt(self, key: str, why: str) -> CorruptRecordError:
+        return CorruptRecordError(
+            f"session {self.session_id!r}: the record {key!r} {why}; the store was changed "
+            "behind the session (restore it from a backup, or start the session over "
+            "with Session.clear())",
+            ids=(key,),
+        )
 
     def _count(self, key: Callable[[int], str], start: int = 0) -> int:
-        """How many of ``key(start)``, ``key(start + 1)``, ... exist, up to the first gap."""
+        """How many of ``key(start)``, ``key(start + 1)``, ... exist, up to the first gap
+        (a record after a gap is a :class:`CorruptRecordError`)."""
         n = start
         while True:
             got = self.store.get_many([key(k) for k in range(n, n + _PROBE)])
-            for value in got:
+            for k, value in enumerate(got):
                 if value is None:
+                    later = next((j for j in range(k + 1, len(got)) if got[j] is not None), None)
+                    if later is not None:
+                        raise self._corrupt(key(n), f"is missing, and {key(n + later - k)} is not")
                     return n
                 n += 1
 
-    def _read(self, keys: Sequence[str]) -> Iterator[dict[str, Any]]:
+    def _read(self, keys: Sequence[str]) -> Iterator[tuple[str, bytes, dict[str, Any]]]:
+        """Each key, its record's stored bytes and the record, in its envelope."""
         for key, value in zip(keys, self.store.get_many(keys), strict=True):
             try:
                 record = json.loads(value) if value is not None else None
             except ValueError:
                 record = None
             if not isinstance(record, dict):
-                raise CorruptRecordError(
-                    f"session {self.session_id!r}: the record {key!r} is missing or not "
-                    "JSON; the store was changed behind the session"
-                )
-            yield record
+                raise self._corrupt(key, "is missing or not JSON")
+            yield key, value or b"", record
+
+    def _opened(
+        self, key: str, envelope: dict[str, Any], previous: bytes, extra: bytes = b""
+    ) -> tuple[dict[str, Any], bytes]:
+        """The record in ``envelope`` and the digest after it (checked)."""
+        version = envelope.get("v", 1)
+        if version == 1 and "r" not in envelope:
+            return envelope, previous  # the first format: unchained
+        if version != _VERSION:
+            raise self._corrupt(
+                key, f"has format {version!r}, which this ctxfold does not know: upgrade it"
+            )
+        record = envelope.get("r")
+        digest = _link(previous, extra + encode(record)) if isinstance(record, dict) else b""
+        if not isinstance(record, dict) or envelope.get("d") != digest.hex():
+            raise self._corrupt(key, "does not match the digest of the records before it")
+        return record, digest
+
+    def _sealed(
+        self, record: dict[str, Any], previous: bytes, extra: bytes = b""
+    ) -> tuple[bytes, bytes]:
+        """``record`` in its envelope, and the digest after it."""
+        digest = _link(previous, extra + encode(record))
+        return encode({"v": _VERSION, "d": digest.hex(), "r": record}), digest
 
     def load(self) -> tuple[list[Message], list[Fold]]:
-        """The history and the folds of the current epoch."""
+        """The history and the folds of the current epoch, each checked."""
         e = self.epoch
-        self.messages = self._count(lambda n: f"{e}:m:{n}")
-        self.folds = self._count(lambda n: f"{e}:c:{n}")
-        keys = [f"{e}:m:{n}" for n in range(self.messages)]
-        history = [message_from_record(r) for r in self._read(keys)]
-        folds = [Fold.from_record(r) for r in self._read([f"{e}:c:{k}" for k in range(self.folds)])]
+        n_messages = self._count(lambda n: f"{e}:m:{n}")
+        n_folds = self._count(lambda n: f"{e}:c:{n}")
+        self._start()
+        history: list[Message] = []
+        for key, _, envelope in self._read([f"{e}:m:{n}" for n in range(n_messages)]):
+            record, head = self._opened(key, envelope, self.heads[-1])
+            try:
+                history.append(message_from_record(record))
+            except (KeyError, TypeError, ValueError):
+                raise self._corrupt(key, "is not a message") from None
+            self.heads.append(head)
+        folds: list[Fold] = []
+        for key, _, envelope in self._read([f"{e}:c:{k}" for k in range(n_folds)]):
+            inner = envelope.get("r", envelope)
+            upto = inner.get("upto") if isinstance(inner, dict) else None
+            if not isinstance(upto, int) or not 0 <= upto <= n_messages:
+                raise self._corrupt(key, f"covers {upto!r} messages of {n_messages}")
+            record, self.fold_head = self._opened(key, envelope, self.fold_head, self.heads[upto])
+            folds.append(self._fold(key, record, upto))
+        self.messages, self.folds = n_messages, n_folds
         return history, folds
+
+    def _fold(self, key: str, record: dict[str, Any], upto: int) -> Fold:
+        try:
+            fold = Fold.from_record(record)
+        except (KeyError, TypeError, ValueError):
+            raise self._corrupt(key, "is not a compaction") from None
+        if any(i is not None and not 0 <= i < upto for i in fold.sources) or any(
+            not 0 <= d.index < upto for d in fold.decisions
+        ):
+            raise self._corrupt(key, "refers to messages outside what it covers")
+        return fold
 
     def exists(self) -> bool:
         """Whether anything was ever written for this session (a message, or a clear)."""
         return self.epoch > 0 or self.messages > 0
 
+    def _put(self, entries: dict[str, bytes]) -> None:
+        taken = put_new(self.store, entries)
+        if taken:
+            raise ConcurrentWriteError(
+                f"session {self.session_id!r}: {taken[0]!r} was written by another writer "
+                "since this one read the session; nothing of this write was stored. "
+                f"Reopen it (Session.load({self.session_id!r}, store=...)) and write again"
+            )
+
     def append(self, messages: Sequence[Message]) -> None:
-        """Store ``messages`` after the history, in one atomic write."""
+        """Store ``messages`` after the history, in one atomic write, if no other
+        writer has written there first."""
         e, n = self.epoch, self.messages
-        self.store.put_many(
-            {f"{e}:m:{n + k}": encode(message_record(m)) for k, m in enumerate(messages)}
-        )
+        heads = self.heads[-1:]
+        entries: dict[str, bytes] = {}
+        for k, m in enumerate(messages):
+            entries[f"{e}:m:{n + k}"], head = self._sealed(message_record(m), heads[-1])
+            heads.append(head)
+        self._put(entries)
+        self.heads += heads[1:]
         self.messages += len(messages)
 
     def add_fold(self, fold: Fold) -> None:
-        """Store the newest compaction."""
-        self.store.put_many({f"{self.epoch}:c:{self.folds}": encode(fold.record())})
+        """Store the newest compaction (bound to the history it covers)."""
+        sealed, head = self._sealed(fold.record(), self.fold_head, self.heads[fold.upto])
+        self._put({f"{self.epoch}:c:{self.folds}": sealed})
+        self.fold_head = head
         self.folds += 1
 
     def clear(self) -> None:
         """Open a new, empty epoch; the old one stays in the store."""
-        self.store.put_many({f"e:{self.epoch + 1}": b"{}"})
+        self._put({f"e:{self.epoch + 1}": b"{}"})
         self.epoch += 1
         self.messages = self.folds = 0
+        self._start()

@@ -254,8 +254,11 @@ class Session:
                 i is not None and not 0 <= i < fold.upto for i in fold.sources
             ):
                 raise ValueError("indices outside the history")
+            if any(not 0 <= d.index < fold.upto for d in fold.decisions):
+                raise ValueError("decisions outside the history")
             if fold.upto and self._history[fold.upto - 1].fingerprint != last:
                 raise ValueError("the history differs")
+            self._check_kept(fold)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise CorruptRecordError(
                 f"session {self.session_id!r}: the compaction record does not belong to "
@@ -264,6 +267,18 @@ class Session:
         with self._lock:
             self._log.add_fold(fold)
             self._apply(fold)
+
+    def _check_kept(self, fold: Fold) -> None:
+        """Each prefix message that stands for a history message has its role, and one
+        of a pinned role (the system prompt) is that message byte for byte: a record
+        whose system prompt was rewritten is not a compaction of this history."""
+        pinned = self.strategy.pin_roles
+        for m, i in zip(fold.prefix, fold.sources, strict=True):
+            if i is None:
+                continue
+            was = self._history[i]
+            if m.role != was.role or (was.role in pinned and m.fingerprint != was.fingerprint):
+                raise ValueError(f"its message standing for message {i} is not that message")
 
     # ------------------------------------------------------------------ the state
 

@@ -14,6 +14,7 @@ from .store import (
     SQLiteStore,
     VerbatimStore,
     get_store,
+    put_new,
 )
 
 __all__ = [
@@ -32,5 +33,6 @@ __all__ = [
     "cache_key",
     "get_cache",
     "get_store",
+    "put_new",
     "sqlite_path",
 ]

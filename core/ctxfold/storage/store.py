@@ -37,6 +37,7 @@ __all__ = [
     "SQLiteStore",
     "VerbatimStore",
     "get_store",
+    "put_new",
 ]
 
 #: What the process's shared default memory store holds at most (256 MiB).
@@ -98,32 +99,44 @@ class MemoryStore:
         """Store every entry; existing ids keep their value (and count as new)."""
         _check_entries(entries)
         with self._lock:
-            data = self._data
-            for key, value in entries.items():
-                if key in data:
-                    data.move_to_end(key)
-                else:
-                    data[key] = value
-                    self._bytes += len(key) + len(value)
-            if self.max_bytes is None or self._bytes <= self.max_bytes:
-                return
-            written = set(entries)
-            dropped = 0
-            while self._bytes > self.max_bytes and data:
-                key, value = next(iter(data.items()))
-                if key in written:  # never drop part of the batch just written
-                    break
-                del data[key]
-                self._bytes -= len(key) + len(value)
-                dropped += 1
-            if dropped and not self.evicted:
-                _log.warning(
-                    "ctxfold: the memory store passed %d bytes and dropped its oldest "
-                    "originals; give the compressor store='sqlite:///originals.db' (or a "
-                    "Redis URL) to keep every one",
-                    self.max_bytes,
-                )
-            self.evicted += dropped
+            self._put(entries)
+
+    def put_new(self, entries: Mapping[str, bytes]) -> list[str]:
+        """Store every entry if none of the ids exists, else nothing: the ids taken."""
+        _check_entries(entries)
+        with self._lock:
+            taken = [key for key in entries if key in self._data]
+            if not taken:
+                self._put(entries)
+            return taken
+
+    def _put(self, entries: Mapping[str, bytes]) -> None:
+        data = self._data
+        for key, value in entries.items():
+            if key in data:
+                data.move_to_end(key)
+            else:
+                data[key] = value
+                self._bytes += len(key) + len(value)
+        if self.max_bytes is None or self._bytes <= self.max_bytes:
+            return
+        written = set(entries)
+        dropped = 0
+        while self._bytes > self.max_bytes and data:
+            key, value = next(iter(data.items()))
+            if key in written:  # never drop part of the batch just written
+                break
+            del data[key]
+            self._bytes -= len(key) + len(value)
+            dropped += 1
+        if dropped and not self.evicted:
+            _log.warning(
+                "ctxfold: the memory store passed %d bytes and dropped its oldest "
+                "originals; give the compressor store='sqlite:///originals.db' (or a "
+                "Redis URL) to keep every one",
+                self.max_bytes,
+            )
+        self.evicted += dropped
 
     def get_many(self, ids: Sequence[str]) -> list[bytes | None]:
         """The values under ``ids``, in order (``None`` where unknown)."""
@@ -219,23 +232,49 @@ class SQLiteStore(SQLiteFile):
                     "batch was written"
                 ) from None
 
-    def get_many(self, ids: Sequence[str]) -> list[bytes | None]:
-        """The values under ``ids``, in order (``None`` where unknown)."""
-        ids = list(ids)
-        found: dict[str, bytes] = {}
+    def put_new(self, entries: Mapping[str, bytes]) -> list[str]:
+        """Store every entry if none of the ids exists, else nothing (one transaction
+        that holds the file's write lock, so two processes cannot both succeed): the
+        ids taken."""
+        _check_entries(entries)
+        if not entries:
+            return []
         with self._lock:
             conn = self._connection()
             try:
-                for start in range(0, len(ids), SQL_CHUNK):
-                    chunk = ids[start : start + SQL_CHUNK]
-                    marks = ",".join("?" * len(chunk))
-                    rows = conn.execute(
-                        f"SELECT id, value FROM {self.table} WHERE id IN ({marks})", chunk
-                    )
-                    found.update((k, bytes(v)) for k, v in rows)
+                with immediate(conn):
+                    taken = list(self._found(conn, list(entries)))
+                    if not taken:
+                        conn.executemany(
+                            f"INSERT INTO {self.table} (id, value) VALUES (?, ?)",
+                            list(entries.items()),
+                        )
+            except sqlite3.Error as exc:
+                raise CacheError(
+                    f"the SQLite store {self.path!r} failed: {_why(exc)}; nothing of this "
+                    "batch was written"
+                ) from None
+        return taken
+
+    def get_many(self, ids: Sequence[str]) -> list[bytes | None]:
+        """The values under ``ids``, in order (``None`` where unknown)."""
+        ids = list(ids)
+        with self._lock:
+            conn = self._connection()
+            try:
+                found = self._found(conn, ids)
             except sqlite3.Error as exc:
                 raise CacheError(f"the SQLite store {self.path!r} failed: {_why(exc)}") from None
         return [found.get(i) for i in ids]
+
+    def _found(self, conn: sqlite3.Connection, ids: list[str]) -> dict[str, bytes]:
+        found: dict[str, bytes] = {}
+        for start in range(0, len(ids), SQL_CHUNK):
+            chunk = ids[start : start + SQL_CHUNK]
+            marks = ",".join("?" * len(chunk))
+            rows = conn.execute(f"SELECT id, value FROM {self.table} WHERE id IN ({marks})", chunk)
+            found.update((k, bytes(v)) for k, v in rows)
+        return found
 
     def __repr__(self) -> str:
         return f"SQLiteStore({self.path!r}, table={self.table!r})"
@@ -308,6 +347,18 @@ class RedisStore(Closing):
             pipe.set(self.prefix + key, value, nx=True)
         self._call(pipe.execute)
 
+    def put_new(self, entries: Mapping[str, bytes]) -> list[str]:
+        """Store every entry if none of the ids exists, else nothing (one ``MSETNX``,
+        atomic on the server): the ids taken."""
+        _check_entries(entries)
+        if not entries:
+            return []
+        keyed = {self.prefix + key: value for key, value in entries.items()}
+        if self._call(self._client.msetnx, keyed):
+            return []
+        values = self.get_many(list(entries))
+        return [key for key, v in zip(entries, values, strict=True) if v is not None]
+
     def get_many(self, ids: Sequence[str]) -> list[bytes | None]:
         """The values under ``ids``, in order (``None`` where unknown)."""
         ids = list(ids)
@@ -342,6 +393,14 @@ class NamespacedStore:
         ns = self.namespace
         self.store.put_many({ns + key: value for key, value in entries.items()})
 
+    def put_new(self, entries: Mapping[str, bytes]) -> list[str]:
+        """Store every entry under the namespace if none exists, else nothing: the ids
+        taken (see :func:`put_new`)."""
+        _check_entries(entries)
+        ns = self.namespace
+        taken = put_new(self.store, {ns + key: value for key, value in entries.items()})
+        return [key.removeprefix(ns) for key in taken]
+
     def get_many(self, ids: Sequence[str]) -> list[bytes | None]:
         """The values under ``ids`` in the namespace, in order (``None`` where unknown)."""
         ns = self.namespace
@@ -349,6 +408,22 @@ class NamespacedStore:
 
     def __repr__(self) -> str:
         return f"NamespacedStore({self.store!r}, {self.namespace!r})"
+
+
+def put_new(store: VerbatimStore, entries: Mapping[str, bytes]) -> list[str]:
+    """Write ``entries`` to ``store`` only if none of their ids exists there: the ids
+    already taken (nothing written), or ``[]``. Atomic with the built-in stores; a store
+    of your own without a ``put_new`` method is checked, then written, which two
+    processes could interleave."""
+    method = getattr(store, "put_new", None)
+    if callable(method):
+        taken: list[str] = method(entries)
+        return taken
+    values = store.get_many(list(entries))
+    taken = [key for key, v in zip(entries, values, strict=True) if v is not None]
+    if not taken:
+        store.put_many(entries)
+    return taken
 
 
 _FORMS = (

@@ -123,3 +123,43 @@ def test_memory_specs_name_the_one_store_that_can_expand_later():
     result = ctxfold.compress(history, budget=60, store="memory")
     assert ctxfold.expand(result, store="memory").to_openai() == history
     assert ctxfold.expand(result).complete  # the default store is the same one
+
+
+def _stores(tmp_path, redis_url=None, redis_prefix=None):
+    from ctxfold.storage import NamespacedStore, RedisStore, SQLiteStore
+
+    stores = [MemoryStore(), SQLiteStore(tmp_path / "n.db"), NamespacedStore(MemoryStore(), "ns:")]
+    if redis_url:
+        stores.append(RedisStore(redis_url, prefix=redis_prefix))
+    return stores
+
+
+def test_put_new_writes_a_batch_only_where_every_id_is_free(tmp_path, redis_url, redis_prefix):
+    """The write a session's records go through: all of the batch or, when another
+    writer took one of its ids first, none of it, and the ids taken."""
+    from ctxfold.storage import put_new
+
+    for store in _stores(tmp_path, redis_url, redis_prefix):
+        assert put_new(store, {"a": b"1", "b": b"2"}) == []
+        assert put_new(store, {"c": b"3", "b": b"other"}) == ["b"], store
+        assert store.get_many(["a", "b", "c"]) == [b"1", b"2", None], store
+
+
+def test_put_new_on_a_store_of_ones_own_checks_then_writes():
+    from ctxfold.storage import put_new
+
+    class Plain:  # only the two methods of the protocol
+        def __init__(self):
+            self.data = {}
+
+        def put_many(self, entries):
+            for k, v in entries.items():
+                self.data.setdefault(k, v)
+
+        def get_many(self, ids):
+            return [self.data.get(i) for i in ids]
+
+    store = Plain()
+    assert put_new(store, {"a": b"1"}) == []
+    assert put_new(store, {"a": b"2", "z": b"3"}) == ["a"]
+    assert store.data == {"a": b"1"}
