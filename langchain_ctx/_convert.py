@@ -23,11 +23,27 @@ from langchain_core.prompt_values import PromptValue
 from ctxfold import ContentPart, InvalidMessageError, Message, ToolCall
 from ctxfold.formats import Format
 from ctxfold.messages import as_messages
+from ctxfold.session import frozen
 
-__all__ = ["as_langchain_messages", "from_langchain", "to_langchain"]
+__all__ = ["as_langchain_messages", "from_langchain", "snapshot", "to_langchain"]
 
 _KEY = "langchain"  # metadata key holding what the model does not see
 _ROLE_OF = {"system": "system", "human": "user", "ai": "assistant", "tool": "tool"}
+
+
+def snapshot(m: BaseMessage) -> tuple[Any, ...]:
+    """What a follower knows a LangChain message by: its kind, id and every part the
+    model sees, as they are now (an edit in place, or a replacement under the same id,
+    gives another snapshot)."""
+    return (
+        m.type,
+        m.id,
+        m.name,
+        frozen(m.content),
+        frozen(getattr(m, "tool_calls", None) or None),
+        getattr(m, "tool_call_id", None),
+        frozen(m.additional_kwargs or None),
+    )
 
 
 def _content_in(content: str | list[str | dict[str, Any]]) -> str | tuple[ContentPart, ...]:

@@ -14,7 +14,7 @@ from typing_extensions import Unpack
 from ctxfold.session import CompactionOptions, Follower, Session
 from ctxfold.storage import VerbatimStore
 
-from ._convert import from_langchain, to_langchain
+from ._convert import from_langchain, snapshot, to_langchain
 
 __all__ = ["CompressedChatMessageHistory"]
 
@@ -56,7 +56,7 @@ class CompressedChatMessageHistory(BaseChatMessageHistory):
     ) -> None:
         self.history = _in_memory() if history is None else history
         self.session = Session(session_id, budget=budget, store=store, **options)
-        self._follower = Follower(self.session, from_langchain)
+        self._follower = Follower(self.session, from_langchain, key=snapshot)
 
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]

@@ -24,7 +24,7 @@ from ctxfold.exceptions import BudgetError, ConfigurationError
 from ctxfold.result import CompressionResult
 from ctxfold.session import CompactionOptions, Follower, Session
 
-from ._convert import from_langchain, to_langchain
+from ._convert import from_langchain, snapshot, to_langchain
 
 __all__ = ["STATE_KEY", "ThreadViews", "View", "thread_of"]
 
@@ -33,12 +33,6 @@ NS_SEP, NS_END = "|", ":"
 
 #: The state field that holds a thread's compaction record (private to the agent).
 STATE_KEY = "ctxfold"
-
-
-def _key(message: BaseMessage) -> Any:
-    """What identifies a message of the state: its id (LangGraph's reducer gives every
-    message one), else the message itself (compared by value)."""
-    return message.id or message
 
 
 def thread_of() -> Hashable:
@@ -162,7 +156,7 @@ class ThreadViews:
         if state.follower is not None and state.follower.holds_start_of(messages):
             return state.follower
         state.follower = Follower.resume(
-            messages, saved, from_langchain, key=_key, **self._settings
+            messages, saved, from_langchain, key=snapshot, **self._settings
         )
         state.round_id, state.prefix = None, []
         return state.follower

@@ -17,8 +17,9 @@ from llama_index.core.base.llms.types import (
 from ctxfold import ContentPart, InvalidMessageError, Message, ToolCall
 from ctxfold.formats import Format
 from ctxfold.messages import as_messages
+from ctxfold.session import frozen
 
-__all__ = ["from_llamaindex", "to_llamaindex"]
+__all__ = ["from_llamaindex", "snapshot", "to_llamaindex"]
 
 _KEY = "llamaindex"  # metadata key holding what the model does not see
 _ROLE_OF = {
@@ -43,6 +44,16 @@ def _call_from_kwargs(raw: Any) -> ToolCall:
     if not isinstance(args, str):
         args = json.dumps(args, ensure_ascii=False)
     return ToolCall(id=str(call_id), name=str(name), arguments=args)
+
+
+def snapshot(m: ChatMessage) -> Any:
+    """What a follower knows a LlamaIndex message by, as it is now (an edit in place
+    gives another snapshot): its role, text and extra fields; a message with other
+    blocks than text (images, tool calls), the fingerprint of its conversion."""
+    if all(isinstance(b, TextBlock) for b in m.blocks):
+        texts = tuple(b.text for b in m.blocks)
+        return (str(m.role), texts, frozen(m.additional_kwargs or None))
+    return from_llamaindex([m])[0].fingerprint
 
 
 def from_llamaindex(messages: Iterable[ChatMessage]) -> list[Message]:

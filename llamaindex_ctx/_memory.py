@@ -15,7 +15,7 @@ from pydantic import ConfigDict, Field, PrivateAttr
 from ctxfold import BudgetError, Message
 from ctxfold.session import Follower, Session
 
-from ._convert import from_llamaindex, to_llamaindex
+from ._convert import from_llamaindex, snapshot, to_llamaindex
 from ._tools import as_function_tool
 
 __all__ = ["CompressedChatMemory"]
@@ -73,7 +73,7 @@ class CompressedChatMemory(BaseChatStoreMemory):
             recall_share=self.recall_share,
             recall_embedder=self.recall_embedder,
         )
-        self._follower = Follower(session, from_llamaindex)
+        self._follower = Follower(session, from_llamaindex, key=snapshot)
 
     @classmethod
     def class_name(cls) -> str:

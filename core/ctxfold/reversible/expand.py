@@ -16,7 +16,9 @@ from .records import Read, load, message_from_record, tag_key
 
 __all__ = ["Expansion", "expand", "uncompress"]
 
-_ROUND = re.compile(r"\[ctxfold round ([0-9a-f]{10,64})[:\]]")
+#: A round's tag: the whole first line of the message that carries it (see
+#: :func:`ctxfold.reversible.rounds.round_heads`); a line with more after the tag is text.
+_ROUND = re.compile(r"\[ctxfold round ([0-9a-f]{10,64})(?:: [^\]\n]*)?\](?:\n|$)")
 
 
 @dataclass(frozen=True)
@@ -144,12 +146,12 @@ def _round_of(m: Message) -> re.Match[str] | None:
 
 
 def _written(store: VerbatimStore, m: Message, read: Read | None) -> bool:
-    """Whether ``m``, which starts like the tag of a round whose record ``read`` holds,
-    is that round's own message: its metadata says so, or (its metadata lost on the
-    way through a wire format) the store names it, by its fingerprint, as the message
-    that carries the round's tag (a round stored before that was kept: any message
-    but a tool's). A user's or a tool's text that only looks like a tag is neither, so
-    ``expand`` leaves it as it is and never reports its id missing."""
+    """Whether ``m``, whose first line is the tag of a round whose record ``read``
+    holds, is that round's own message: its metadata says so, or (its metadata lost
+    on the way through a wire format) the store names it, by its fingerprint, as the
+    message that carries the round's tag (for a round stored before that was kept,
+    or one this store lacks: any message but a tool's). A copy of the tag in another
+    message is text, never spliced."""
     match = _ROUND.match(m.text)
     if match is None:
         return False
@@ -157,7 +159,7 @@ def _written(store: VerbatimStore, m: Message, read: Read | None) -> bool:
     if isinstance(meta, Mapping) and meta.get("round") == match.group(1):
         return True
     if read is None or read.records[0] is None:
-        return False  # no such round here: nothing says the text is ctxfold's
+        return True  # the store lacks the round: it is reported missing
     carrier = store.get_many([tag_key(match.group(1))])[0]
     return carrier is None or carrier == m.fingerprint.encode("ascii")
 

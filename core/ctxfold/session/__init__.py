@@ -3,7 +3,7 @@ to what is new, with a prefix a provider's prompt cache can keep (:class:`Sessio
 :mod:`.log` is the session's append-only record in a store, :mod:`.fold` one
 compaction, :mod:`.follow` a session that follows a message list kept elsewhere."""
 
-from .follow import Followed, Follower
+from .follow import Followed, Follower, frozen
 from .session import CompactionOptions, Session
 
-__all__ = ["CompactionOptions", "Followed", "Follower", "Session"]
+__all__ = ["CompactionOptions", "Followed", "Follower", "Session", "frozen"]

@@ -7,6 +7,7 @@ its framework's own objects for the part that is unchanged."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
@@ -18,10 +19,19 @@ from ..recall import Query
 from ..result import RECALL_KEY, CompressionResult, without_recall
 from .session import Session
 
-__all__ = ["Followed", "Follower"]
+__all__ = ["Followed", "Follower", "frozen"]
 
 T = TypeVar("T")
 U = TypeVar("U")
+
+
+def frozen(value: Any) -> Hashable:
+    """A snapshot of ``value`` that later changes to it cannot alter, for a key
+    function (see :class:`Follower`): a string or ``None`` as it is, anything else as
+    canonical JSON (``repr`` for what JSON cannot hold)."""
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return json.dumps(value, sort_keys=True, default=repr, ensure_ascii=False)
 
 
 @dataclass(frozen=True)
@@ -56,12 +66,14 @@ class Followed:
 
 class Follower(Generic[T]):
     """Reads ``session``'s history from a list of ``T`` kept elsewhere, converted with
-    ``convert``. Each item is known by ``key(item)`` (default: the item itself,
-    compared with ``==``; a framework's message id where it has one). The list is
-    taken to grow at its end: a read compares the keys of the part read before with
-    the keys it holds, adds only what follows, and renders once per change, budget
-    and query. A list that shrank or whose known part changed is read again from the
-    start (the session's earlier record stays in its store).
+    ``convert``. Each item is known by ``key(item)``: a snapshot of what the model
+    would see of it (default: the fingerprint of its converted message; a wrapper
+    gives a cheaper one built with :func:`frozen`), so an item edited in place, or
+    replaced by another with the same id, reads as changed. The list is taken to grow
+    at its end: a read compares the keys of the part read before with the keys it
+    now has, adds only what follows, and renders once per change, budget and query.
+    A list that shrank or whose known part changed is read again from the start (the
+    session's earlier record stays in its store).
 
     A session whose store already holds messages (a persistent store reopened) is
     taken up on the first read when the list begins with exactly those messages;
@@ -106,10 +118,11 @@ class Follower(Generic[T]):
         return follower
 
     def _keys_of(self, items: Sequence[T]) -> list[Any]:
-        """The keys of ``items`` (the items themselves without a key function: the
-        comparison then runs in C, an item that is the same object matching at once)."""
+        """The keys of ``items``, as they are now."""
         key = self._key
-        return list(items) if key is None else [key(i) for i in items]
+        if key is None:
+            return [m.fingerprint for m in self._convert(items)]
+        return [key(i) for i in items]
 
     def holds_start_of(self, items: Sequence[T]) -> bool:
         """Whether the session holds exactly the first items of ``items``."""

@@ -159,3 +159,22 @@ def test_bad_settings_are_configuration_errors() -> None:
         CompressedChatMessageHistory(budget=-1)
     with pytest.raises(ctxfold.ConfigurationError):
         CompressedChatMessageHistory(budget=100, strategy="no_such_strategy")
+
+
+def test_an_earlier_message_edited_or_replaced_is_read_again() -> None:
+    """The wrapped history is compared message by message on every read: a message
+    replaced (the same length, the same last message) or edited in place never
+    leaves its old text in the model's view."""
+    from langchain_core.chat_history import InMemoryChatMessageHistory
+
+    inner = InMemoryChatMessageHistory()
+    inner.add_messages([HumanMessage("card 4111 1111 1111 1111"), AIMessage("Noted.")])
+    inner.add_messages([m for k in range(3) for m in _turn(k)])
+    history = CompressedChatMessageHistory(inner, budget=4000, store=MemoryStore())
+    assert "4111" in history.messages[0].content
+    inner.messages[0] = HumanMessage("[removed]")
+    assert history.messages[0].content == "[removed]"
+    inner.messages[1].content = "Noted, card on file."  # in place
+    assert history.messages[1].content == "Noted, card on file."
+    inner.messages[-1].content = "Edited last."  # the last message object, in place
+    assert history.messages[-1].content == "Edited last."

@@ -275,3 +275,21 @@ def test_it_is_a_chat_store_memory_whose_store_holds_every_message_as_given() ->
     assert _tokens(memory.get()) <= 120 < _tokens(said)  # the view, compressed
     asyncio.run(memory.aset(said[:3]))
     assert memory.get() == said[:3]  # replaced: the session follows
+
+
+def test_a_memory_reads_set_and_in_place_edits_of_its_store() -> None:
+    """``set`` and edits of the chat store's messages in place (the length and the
+    last message the same) are read again: the old text never stays in view."""
+    memory = CompressedChatMemory.from_defaults(token_limit=3000, store=MemoryStore())
+    chat = [
+        ChatMessage(role=MessageRole.USER, content="card 4111 1111 1111 1111"),
+        ChatMessage(role=MessageRole.ASSISTANT, content="Noted."),
+        ChatMessage(role=MessageRole.USER, content="Thanks."),
+    ]
+    memory.set(chat)
+    assert "4111" in memory.get()[0].content
+    memory.set([ChatMessage(role=MessageRole.USER, content="[removed]"), *chat[1:]])
+    assert memory.get()[0].content == "[removed]"
+    stored = memory.chat_store.get_messages(memory.chat_store_key)
+    stored[1].blocks[0].text = "Noted, card on file."  # in place, in the store
+    assert memory.get()[1].content == "Noted, card on file."

@@ -554,7 +554,11 @@ def test_a_follower_adds_what_is_new_and_starts_over_on_an_edit() -> None:
         reads.append(len(items))
         return ctxfold.from_openai(items)
 
-    follower = Follower(Session(budget=2000, store=MemoryStore()), convert)
+    follower = Follower(
+        Session(budget=2000, store=MemoryStore()),
+        convert,
+        key=lambda d: json.dumps(d, sort_keys=True),  # a snapshot of each item
+    )
     first = follower.render(dicts[:20])
     assert follower.render(dicts[:20]) is first  # unchanged: not rendered again
     assert follower.render(dicts[:20], 1500) is not first
@@ -568,6 +572,27 @@ def test_a_follower_adds_what_is_new_and_starts_over_on_an_edit() -> None:
     before = follower.render(edited)
     assert follower.render(removed) is not before
     assert follower.session.history[2].text == "[removed]" and reads[-1] == 6
+    # an item edited in place (the same object): read again too
+    before = follower.render(removed)
+    removed[1]["content"] = "card [removed]"
+    assert follower.render(removed) is not before
+    assert follower.session.history[1].text == "card [removed]"
+
+
+def test_a_follower_by_default_knows_items_by_what_the_model_sees() -> None:
+    """Without a key function, an item is known by its converted message's
+    fingerprint: an edit in place of an item already read is seen."""
+    from ctxfold.session import Follower
+
+    items = [
+        {"role": "user", "content": "card 4111 1111 1111 1111"},
+        {"role": "user", "content": "ok"},
+    ]
+    follower = Follower(Session(budget=2000, store=MemoryStore()), ctxfold.from_openai)
+    assert "4111" in follower.render(items).messages[0].text
+    items[0]["content"] = "[removed]"
+    shown = "\n".join(m.text for m in follower.render(items).messages)
+    assert "4111" not in shown and "[removed]" in shown
 
 
 def test_a_follower_splits_its_render_into_prefix_own_items_and_recall_block() -> None:
