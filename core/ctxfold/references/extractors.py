@@ -22,6 +22,7 @@ from .._state import on_clear
 from ..exceptions import ConfigurationError
 from ..messages import Message
 from ..text.primitives import find_identifiers, json_strings, json_values, split_sentences
+from ..text.secrets import mask
 from ..text.wordlists import ordered_word_list, word_list
 
 __all__ = [
@@ -576,10 +577,17 @@ def extract(
         text = m.text
         if text:
             for finding in _findings(text, REGISTRY.version):
-                yield (i, *finding)
+                yield (i, *_masked(finding))
         if m.tool_calls:
             for finding in _tool_call_findings(m):
-                yield (i, *finding)
+                yield (i, *_masked(finding))
+
+
+def _masked(finding: tuple[str, str, str, str]) -> tuple[str, str, str, str]:
+    """A finding with any credential in its value and context masked: the index never
+    holds one (see :mod:`ctxfold.text.secrets`)."""
+    type_, value, kind, context = finding
+    return type_, mask(value), kind, mask(context)
 
 
 on_clear(_findings.cache_clear)

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from .._json import loads as json_loads
+from .secrets import overlaps, secret_spans
 from .wordlists import word_list
 
 __all__ = [
@@ -147,15 +148,23 @@ def find_identifiers(text: str) -> Iterator[tuple[str, str, int, int]]:
     ``:line``), ``date``, ``dotted`` (``module.func``), ``id`` (letters and digits, such
     as ``HAT039`` or ``credit_card_4421486``), ``snake`` and ``camel`` names. Tokens
     never hold whitespace; surrounding punctuation is trimmed. Inline code in
-    backticks (a command such as `pip install -e .`) is kind ``code``.
+    backticks (a command such as `pip install -e .`) is kind ``code``. A token that
+    overlaps a credential-shaped value (:func:`.secrets.secret_spans`) is none.
     """
+    secrets = secret_spans(text)  # credentials are never identifiers
     if "`" in text:
         for m in _INLINE_CODE.finditer(text):
             code = m.group(1).strip()
-            if _COMMAND.match(code) and not _MATHS.search(code):
+            hides = bool(secrets) and overlaps(secrets, m.start(1), m.end(1))
+            if _COMMAND.match(code) and not _MATHS.search(code) and not hides:
                 yield "code", code, m.start(1), m.end(1)
     if _MAYBE_IDENTIFIER.search(text):
-        yield from _identifier_tokens(text)
+        if not secrets:
+            yield from _identifier_tokens(text)
+            return
+        for found in _identifier_tokens(text):
+            if not overlaps(secrets, found[2], found[3]):
+                yield found
 
 
 def _identifier_tokens(text: str) -> Iterator[tuple[str, str, int, int]]:
