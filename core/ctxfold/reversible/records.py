@@ -1,16 +1,27 @@
 """How a reversible round is stored: every message as a JSON record under an id
-derived from its content, written in one atomic batch per round."""
+derived from its content, written in one atomic batch per round.
+
+In a persistent store (SQLite, Redis, a store of your own) the id is keyed: an HMAC
+of the content's SHA-256 under a random key the store keeps (:func:`store_key`), so
+an id made for one store says nothing in another, and nobody can confirm a guessed
+message by asking a store for the id its content would have. A memory store, private
+to its process, keeps plain content ids (so compressing the same history in two
+processes gives the same output). Ids written before keys existed are still read."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import hmac
 import json
+import os
+import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from .._state import LRU, memo
 from ..messages import ContentPart, Message, ToolCall
-from ..storage.store import VerbatimStore
+from ..storage.store import MemoryStore, NamespacedStore, VerbatimStore, put_new
 
 __all__ = [
     "Batch",
@@ -22,6 +33,7 @@ __all__ = [
     "message_bytes",
     "message_from_record",
     "message_record",
+    "store_key",
     "tag_key",
 ]
 
@@ -36,6 +48,37 @@ def entry_id(digest: bytes, digits: int) -> str:
     still read."""
     width = min(len(digest), max(8, digits // 2))  # at least 64 bits behind the digits
     return str(int.from_bytes(digest[:width], "big") % 10**digits).zfill(digits)
+
+
+#: Where a persistent store keeps the key of its content ids (32 random bytes).
+KEY_ID = "ctxfold:content-key"
+_KEYS: weakref.WeakKeyDictionary[object, bytes | None] = weakref.WeakKeyDictionary()
+
+
+def store_key(store: VerbatimStore, *, create: bool = True) -> bytes | None:
+    """The key of ``store``'s content ids, kept in the store, made on first use
+    (``create=False``, for reading: ``None`` when none was ever made, so every id
+    there is a plain one). ``None`` for a memory store: plain content ids."""
+    inner: object = store
+    while isinstance(inner, NamespacedStore):
+        inner = inner.store
+    if isinstance(inner, MemoryStore):
+        return None
+    with contextlib.suppress(KeyError, TypeError):
+        return _KEYS[store]
+    key = store.get_many([KEY_ID])[0]
+    if key is None and create:
+        fresh = os.urandom(32)
+        key = fresh if not put_new(store, {KEY_ID: fresh}) else store.get_many([KEY_ID])[0]
+    if key is not None:
+        with contextlib.suppress(TypeError):  # a store that takes no weak reference
+            _KEYS[store] = key
+    return key
+
+
+def _keyed(key: bytes | None, digest: bytes) -> bytes:
+    """The digest an id is made from: the content's SHA-256, keyed when a key is given."""
+    return digest if key is None else hmac.new(key, digest, hashlib.sha256).digest()
 
 
 def marker(entry_id: str) -> str:
@@ -117,6 +160,7 @@ class Batch:
 
     def __init__(self, store: VerbatimStore) -> None:
         self.store = store
+        self.key = store_key(store)
         self.entries: dict[str, bytes] = {}
 
     def add_all(self, records: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -135,7 +179,7 @@ class Batch:
         for n in _ID_LENGTHS:
             if not todo:
                 break
-            keys = [entry_id(digests[k], n) for k in todo]
+            keys = [entry_id(_keyed(self.key, digests[k]), n) for k in todo]
             unknown = [key for key in dict.fromkeys(keys) if key not in self.entries]
             stored = dict(zip(unknown, self.store.get_many(unknown), strict=True))
             left = []
@@ -160,12 +204,16 @@ class Batch:
         self.store.put_many(self.entries)
 
 
-def matches(entry: str, data: bytes) -> bool:
+def matches(entry: str, data: bytes, key: bytes | None = None) -> bool:
     """Whether ``data`` is what an id derived from content names: the id is computed
-    again from the bytes (decimal ids; the hex prefixes of older versions too)."""
+    again from the bytes, keyed by the store's ``key`` or plain (decimal ids; the hex
+    prefixes of older versions too)."""
     digest = hashlib.sha256(data).digest()
     if entry.isdigit():
-        return entry_id(digest, len(entry)) == entry
+        n = len(entry)
+        return entry_id(digest, n) == entry or (
+            key is not None and entry_id(_keyed(key, digest), n) == entry
+        )
     return digest.hex().startswith(entry.lower())
 
 
@@ -181,11 +229,12 @@ def load(store: VerbatimStore, ids: Sequence[str]) -> Read:
     """The records stored under ``ids``, each checked against its id."""
     records: list[dict[str, Any] | None] = []
     corrupt: list[str] = []
+    key = store_key(store, create=False) if ids else None
     for entry, value in zip(ids, store.get_many(list(ids)), strict=True):
         record: Any = None
         if value is not None:
             try:
-                record = json.loads(value) if matches(entry, value) else None
+                record = json.loads(value) if matches(entry, value, key) else None
             except ValueError:  # not JSON (a UnicodeDecodeError is one too)
                 record = None
             if not isinstance(record, dict):

@@ -163,3 +163,44 @@ def test_put_new_on_a_store_of_ones_own_checks_then_writes():
     assert put_new(store, {"a": b"1"}) == []
     assert put_new(store, {"a": b"2", "z": b"3"}) == ["a"]
     assert store.data == {"a": b"1"}
+
+
+def test_content_ids_are_keyed_per_persistent_store(tmp_path):
+    """An id made for one store says nothing in another: a guessed message's plain
+    content id finds nothing, and the same history gets other ids in another file.
+    Memory stores, private to a process, keep plain ids (the same output anywhere)."""
+    import hashlib
+
+    from ctxfold.reversible.records import KEY_ID, encode, entry_id, message_record
+
+    a, b = SQLiteStore(tmp_path / "a.db"), SQLiteStore(tmp_path / "b.db")
+    ra, rb = compressed(a), compressed(b)
+    assert ra.round_id != rb.round_id
+    assert ctxfold.expand(ra, store=a).complete and ctxfold.expand(rb, store=b).complete
+    guess = ctxfold.from_openai([TASK[1]])[0]  # the attacker's guess, exactly right
+    plain = entry_id(hashlib.sha256(encode(message_record(guess))).digest(), 12)
+    with pytest.raises(ctxfold.ExpandError, match="nothing is stored"):
+        ctxfold.expand(plain, store=a)
+    with pytest.raises(CorruptRecordError):  # the key itself is not content
+        ctxfold.expand(KEY_ID, store=a)
+    m1, m2 = MemoryStore(), MemoryStore()
+    assert compressed(m1).round_id == compressed(m2).round_id
+
+
+def test_a_store_written_before_ids_were_keyed_keeps_reading(tmp_path):
+    """Originals stored under plain content ids (an older ctxfold) expand, also after
+    the store gained a key for new ids."""
+    import hashlib
+
+    from ctxfold.reversible.records import encode, entry_id, message_record
+
+    store = SQLiteStore(tmp_path / "old.db")
+    m = ctxfold.from_openai([TASK[2]])[0]
+    data = encode(message_record(m))
+    old_id = entry_id(hashlib.sha256(data).digest(), 12)
+    store.put_many({old_id: data})
+    assert "I will read pkg/server/handler.go" in ctxfold.expand(old_id, store=store)
+    compressed(store)  # the store gets its key
+    assert "I will read pkg/server/handler.go" in ctxfold.expand(
+        old_id, store=SQLiteStore(tmp_path / "old.db")
+    )
