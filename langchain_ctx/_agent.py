@@ -59,7 +59,7 @@ class CompressionMiddleware(AgentMiddleware[CompressionState, Any, Any]):
     older history it recalls are shown at its head (see :meth:`ctxfold.Session.render`).
 
     ``strategy``, ``counter``, ``cache_stable``, ``low_water``, ``high_water``,
-    ``recall_share`` and ``recall_embedder`` are those of :class:`ctxfold.Session`
+    ``recall_share``, ``recall_embedder`` and ``redact`` are those of :class:`ctxfold.Session`
     (a summarizer model goes in the strategy:
     ``strategy=("auto", {"summarizer": summarizer_from(model)})``, its calls tagged
     so they stay out of the agent's stream). Sessions of the ``max_threads`` threads

@@ -32,7 +32,8 @@ class CompressedChatMemory(BaseChatStoreMemory):
     what is new. Tool-call and non-text blocks are counted.
 
     ``strategy``, ``counter``, ``cache_stable``, ``low_water``, ``high_water``,
-    ``recall_share`` and ``recall_embedder`` are those of :class:`ctxfold.Session`,
+    ``recall_share``, ``recall_embedder`` and ``redact`` are those of
+    :class:`ctxfold.Session`,
     checked when the memory is made; ``session_id``
     and ``store`` name where the session keeps its compactions (a persistent store and
     the same id let a new process take up where the last one stopped).
@@ -53,6 +54,7 @@ class CompressedChatMemory(BaseChatStoreMemory):
     high_water: float = 1.0
     recall_share: float | None = None
     recall_embedder: Any = None
+    redact: bool = False
     session_id: str | None = None
     store: Any = Field(default=None, exclude=True)
     _follower: Follower[ChatMessage] = PrivateAttr()
@@ -72,6 +74,7 @@ class CompressedChatMemory(BaseChatStoreMemory):
             high_water=self.high_water,
             recall_share=self.recall_share,
             recall_embedder=self.recall_embedder,
+            redact=self.redact,
         )
         self._follower = Follower(session, from_llamaindex, key=snapshot)
 

@@ -24,6 +24,7 @@ __all__ = [
     "CompressionStats",
     "Decision",
     "after_system_block",
+    "flagged",
     "from_user",
     "insert_note",
     "is_note",
@@ -185,6 +186,14 @@ class Decision:
     def label(self) -> str:
         """``reason`` and ``flags``, comma-joined: ``folded:note,adapter:logs``."""
         return ",".join((self.reason, *self.flags))
+
+
+def flagged(trace: Sequence[Decision], indices: Sequence[int], flag: str) -> list[Decision]:
+    """``trace`` with ``flag`` among the flags of the decisions about ``indices``."""
+    marked = set(indices)
+    if not marked:
+        return list(trace)
+    return [replace(d, flags=(*d.flags, flag)) if d.index in marked else d for d in trace]
 
 
 @dataclass(frozen=True)

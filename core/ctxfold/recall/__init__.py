@@ -6,11 +6,10 @@ dates (:mod:`.block`, :mod:`.stamps`), in the room a compression leaves."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import NamedTuple
 
 from ..messages import Message, uses_tools
-from ..result import RECALL_END, Decision
+from ..result import RECALL_END, Decision, flagged
 from ..reversible.records import Batch, marker
 from ..storage.store import VerbatimStore
 from ..tokens import TokenCounter
@@ -71,8 +70,7 @@ class Recalled(NamedTuple):
 
     def flag(self, trace: Sequence[Decision]) -> list[Decision]:
         """``trace`` with :data:`RECALLED` among the flags of each quoted message."""
-        quoted = set(self.sources)
-        return [replace(d, flags=(*d.flags, RECALLED)) if d.index in quoted else d for d in trace]
+        return flagged(trace, self.sources, RECALLED)
 
 
 def recall(

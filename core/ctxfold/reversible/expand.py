@@ -13,6 +13,7 @@ from ..messages import Message, as_messages, to_openai, transcript
 from ..result import NOTE_KEY, CompressionResult, without_recall
 from ..storage.store import VerbatimStore, get_store
 from .records import Read, load, message_from_record, tag_key
+from .redaction import unredact
 
 __all__ = ["Expansion", "expand", "uncompress"]
 
@@ -75,6 +76,8 @@ def expand(
         rid = match.group(1) if match else None
         if rid and rid not in done and _written(st, m, rounds_read.get(rid)):
             missing.append(rid)
+    msgs, lost = unredact(msgs, st)  # credentials masked on the way in: put back
+    missing += lost
     return Expansion(
         tuple(msgs), rounds, tuple(dict.fromkeys(missing)), tuple(dict.fromkeys(corrupt))
     )

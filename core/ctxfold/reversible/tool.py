@@ -20,6 +20,7 @@ from ..contract import CounterSpec
 from ..exceptions import ConfigurationError, ExpandError
 from ..messages import Message, ToolCall
 from ..storage.store import VerbatimStore, get_store
+from ..text.secrets import mask
 from ..tokens import get_counter
 from .expand import expand
 
@@ -64,6 +65,8 @@ class ExpandTool:
         max_tokens: the most one page may hold.
         counter: how tokens are counted (any :func:`ctxfold.get_counter` spec).
         name: the tool's name as the model sees it.
+        redact: mask credentials in every answer (as ``redact=True`` masked them in
+            the history), so the model never reads one back.
     """
 
     def __init__(
@@ -73,6 +76,7 @@ class ExpandTool:
         max_tokens: int = 4000,
         counter: CounterSpec = None,
         name: str = "expand",
+        redact: bool = False,
     ) -> None:
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int):
             raise ConfigurationError(f"max_tokens must be an integer, got {max_tokens!r}")
@@ -80,6 +84,9 @@ class ExpandTool:
             raise ConfigurationError(f"max_tokens must be at least {_MIN_PAGE}, got {max_tokens}")
         if not isinstance(name, str) or not name.strip():
             raise ConfigurationError(f"name must be a non-empty string, got {name!r}")
+        if not isinstance(redact, bool):
+            raise ConfigurationError(f"redact must be True or False, got {redact!r}")
+        self.redact = redact
         self.store = get_store(store)
         self.max_tokens = max_tokens
         self.counter = get_counter(counter)
@@ -140,6 +147,8 @@ class ExpandTool:
             text = expand(id, store=self.store)
         except ExpandError as exc:
             return f"{exc}."
+        if self.redact:
+            text = mask(text)
         if not text:
             return f"{id.strip()} hid no messages; expand the [expand <id>] markers instead."
         pages = self._pages(text)
@@ -235,7 +244,9 @@ def expand_tool(
     max_tokens: int = 4000,
     counter: CounterSpec = None,
     name: str = "expand",
+    redact: bool = False,
 ) -> ExpandTool:
     """An :class:`ExpandTool` over ``store``: give it to the model beside a reversible
-    history so that it can read any folded original in full."""
-    return ExpandTool(store, max_tokens=max_tokens, counter=counter, name=name)
+    history so that it can read any folded original in full (``redact``: with every
+    credential masked)."""
+    return ExpandTool(store, max_tokens=max_tokens, counter=counter, name=name, redact=redact)

@@ -42,6 +42,7 @@ from ..recall import (
 )
 from ..result import CompressionResult, Decision
 from ..reversible.expand import expand
+from ..reversible.redaction import redact
 from ..reversible.rounds import RoundSettings
 from ..reversible.tool import ExpandTool
 from ..storage.store import MemoryStore, VerbatimStore, get_store
@@ -112,6 +113,7 @@ class CompactionOptions(TypedDict, total=False):
     high_water: float
     recall_share: float | None
     recall_embedder: Any
+    redact: bool
 
 
 class Session:
@@ -143,6 +145,10 @@ class Session:
         recall_embedder: an embedder (a :class:`ctxfold.Embedder` or a name such as
             ``"wordllama"``) whose similarity to the query adds to the lexical match
             in choosing what to recall (default: none, words alone).
+        redact: mask every credential-shaped value (API keys, tokens, passwords; see
+            :mod:`ctxfold.text.secrets`) in what the model sees, as ``[secret <id>]``;
+            the history and the store keep the originals, and ``expand`` puts them
+            back. The session's expand tool masks them too.
 
     ``Session.load(session_id, store=...)`` reopens a stored session after a restart
     with its history and compactions, so it renders what the uninterrupted session
@@ -162,6 +168,7 @@ class Session:
         high_water: float = 1.0,
         recall_share: float | None = None,
         recall_embedder: Any = None,
+        redact: bool = False,
     ) -> None:
         if session_id is None:
             session_id = uuid.uuid4().hex
@@ -169,6 +176,9 @@ class Session:
             raise ConfigurationError(f"session_id must be a non-empty string, got {session_id!r}")
         if not isinstance(cache_stable, bool):
             raise ConfigurationError(f"cache_stable must be True or False, got {cache_stable!r}")
+        if not isinstance(redact, bool):
+            raise ConfigurationError(f"redact must be True or False, got {redact!r}")
+        self.redact = redact
         self.session_id = session_id
         self.budget = None if budget is None else check_budget(budget)
         self.strategy = _check_strategy(strategy)
@@ -283,7 +293,8 @@ class Session:
     # ------------------------------------------------------------------ the state
 
     def _reset(self) -> None:
-        self._history: list[Message] = []
+        self._history: list[Message] = []  # as the model sees it (masked: see redact)
+        self._originals: list[Message] = []  # with redact: as added
         self._cum: list[int] = [0]  # _cum[i]: tokens of the first i messages
         self._trace: list[Decision] = []
         self._fold: Fold | None = None
@@ -297,6 +308,9 @@ class Session:
         self._agentic_seen = 0
 
     def _extend(self, messages: list[Message]) -> None:
+        if self.redact:
+            self._originals += messages
+            messages = redact(messages, self._log.store)[0]
         count = self.counter.count_message
         tokens = [count(m) for m in messages]
         start = len(self._history)
@@ -328,7 +342,7 @@ class Session:
     def history(self) -> tuple[Message, ...]:
         """Every message added since the session began (or was cleared), unaltered."""
         with self._lock:
-            return tuple(self._history)
+            return tuple(self._originals if self.redact else self._history)
 
     def add(self, messages: Iterable[MessageLike] | MessageLike) -> None:
         """Append messages (OpenAI dicts, :class:`ctxfold.Message`, or a list of a
@@ -395,7 +409,9 @@ class Session:
 
     def expand_tool(self, *, max_tokens: int = 4000) -> ExpandTool:
         """The expand tool over this session's originals, for the model."""
-        return ExpandTool(self._log.store, max_tokens=max_tokens, counter=self.counter)
+        return ExpandTool(
+            self._log.store, max_tokens=max_tokens, counter=self.counter, redact=self.redact
+        )
 
     def clear(self) -> None:
         """Start over with an empty history (the old one stays in the store)."""

@@ -36,9 +36,11 @@ from ..result import (
     CompressionResult,
     Decision,
     earlier,
+    flagged,
     note_message,
 )
 from ..reversible.expand import expand
+from ..reversible.redaction import REDACTED, redact
 from ..reversible.rounds import RoundSettings, compact_reversibly
 from ..storage.cache import Cache, get_cache
 from ..storage.store import VerbatimStore, get_store
@@ -83,6 +85,7 @@ class SharedOptions(ReversibleOptions, total=False):
     overflow: Overflow
     recall_share: float | None
     recall_embedder: Any
+    redact: bool
 
 
 class CachedOptions(SharedOptions, total=False):
@@ -335,6 +338,7 @@ class BaseCompressor(ABC):
     rounds: RoundSettings = RoundSettings()
     recall_share: float | None = None
     recall_embedder: Embedder | None = None
+    redact: bool = False
 
     def __init__(
         self,
@@ -348,8 +352,12 @@ class BaseCompressor(ABC):
         max_references: int | None = 200,
         recall_share: float | None = None,
         recall_embedder: Any = None,
+        redact: bool = False,
     ) -> None:
         self.pin_roles = check_roles("pin_roles", pin_roles)
+        if not isinstance(redact, bool):
+            raise ConfigurationError(f"redact must be True or False, got {redact!r}")
+        self.redact = redact
         self.recall_embedder = None if recall_embedder is None else get_embedder(recall_embedder)
         self.recall_share = (
             None if recall_share is None else check_share("recall_share", recall_share)
@@ -409,6 +417,9 @@ class BaseCompressor(ABC):
         budget = check_budget(budget)
         check_query(query)
         cnt = get_counter(counter)
+        masked: list[int] = []
+        if self.redact:  # the originals go to the store; expand puts them back
+            msgs, masked = redact(msgs, get_store(self.rounds.store))
         grouping = group_units(msgs)
         before = cnt.count_messages(msgs)
         with opened(self.name, cnt, budget=budget, messages=len(msgs), tokens=before) as call:
@@ -429,7 +440,7 @@ class BaseCompressor(ABC):
                 done, round_id = self._compact_recalling(conv, rev, asked)
             return call.finished(
                 done.messages,
-                done.trace,
+                flagged(done.trace, masked, REDACTED),
                 savings=done.savings,
                 round_id=round_id,
                 given=given,

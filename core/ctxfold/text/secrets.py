@@ -86,15 +86,15 @@ def overlaps(spans: tuple[tuple[int, int, str], ...], start: int, end: int) -> b
     return any(s < end and start < e for s, e, _ in spans)
 
 
-def mask(text: str) -> str:
-    """``text`` with every credential-shaped value replaced by ``[secret]``."""
+def mask(text: str, mark: str = "[secret]") -> str:
+    """``text`` with every credential-shaped value replaced by ``mark``."""
     spans = secret_spans(text)
     if not spans:
         return text
     out, at = [], 0
     for start, end, _ in spans:
         if start >= at:
-            out += [text[at:start], "[secret]"]
+            out += [text[at:start], mark]
             at = end
         elif end > at:  # overlapping spans: extend the one masked
             at = end
