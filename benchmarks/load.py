@@ -16,8 +16,9 @@ an append-only file) once midway; a worker that meets the restart retries after 
 ``CacheError``. At the end every session is loaded again: its history must be the
 expected one, message for message, and the expansion of a render the whole history.
 
-Reported: turns, per-turn p50 / p95 / p99 / max ms (overall and per store; the first
-turn of each worker process, which loads the tokenizer, is counted apart), store
+Reported: turns, per-turn p50 / p95 / p99 / max ms (overall, per store, and apart for
+the turns whose render compacted; the first turn of each worker process, which loads
+the tokenizer, is counted apart), store
 round trips per turn (reads and writes of the store, counted in the workers), kills,
 retries, and the check. Needs ``redis-server`` on the PATH (``.ci/run`` installs it);
 it starts its own on a free port with its own data folder.
@@ -118,11 +119,18 @@ def worker(args: argparse.Namespace, index: int) -> None:
                         started = time.perf_counter()
                         if done == 2 * turn:
                             s.add(user)
+                        folded = s.folded
                         s.render()
                         s.add(answer)
                         ms = (time.perf_counter() - started) * 1000
                         kind = "redis" if st is redis else "sqlite"
-                        record = {"ms": ms, "store": kind, "trips": st.trips - trips, "cold": cold}
+                        record = {
+                            "ms": ms,
+                            "store": kind,
+                            "trips": st.trips - trips,
+                            "cold": cold,
+                            "compacted": s.folded != folded,
+                        }
                         cold = False
                         log.write(json.dumps(record) + "\n")
                         log.flush()
@@ -258,11 +266,17 @@ def main(argv: list[str] | None = None) -> int:
         f"process, left out), {kills} kills, {restarted} Redis restart, "
         f"{report['retries']} retries"
     )
-    print("| store | turns | p50 ms | p95 ms | p99 ms | max ms | round trips / turn |")
+    print("| turns of | turns | p50 ms | p95 ms | p99 ms | max ms | round trips / turn |")
     print("|---|---|---|---|---|---|---|")
-    for name in ("all", "redis", "sqlite"):
-        picked = [r for r in turns if name in ("all", r["store"])]
-        if not picked:
+    groups = {
+        "all": turns,
+        "redis": [r for r in turns if r["store"] == "redis"],
+        "sqlite": [r for r in turns if r["store"] == "sqlite"],
+        "compacting": [r for r in turns if r.get("compacted")],
+        "not compacting": [r for r in turns if not r.get("compacted")],
+    }
+    for name, picked in groups.items():
+        if len(picked) < 2:
             continue
         ms = sorted(r["ms"] for r in picked)
         q = statistics.quantiles(ms, n=100)
