@@ -45,6 +45,16 @@ _PROBE = 256  # keys read per round trip while counting what a session holds
 _VERSION = 2  # of the stored form of a record (1: the bare record, unchained)
 
 
+def _payload(raw: bytes) -> bytes | None:
+    """The record's own bytes inside a stored envelope as :meth:`SessionLog._sealed`
+    writes it (``None`` for any other layout: the record is then encoded again)."""
+    head, tail = b'{"d":"', b',"v":%d}' % _VERSION
+    at = len(head) + 64 + len(b'","r":')
+    if raw.startswith(head) and raw.endswith(tail) and raw[len(head) + 64 : at] == b'","r":':
+        return raw[at : -len(tail)]
+    return None
+
+
 def _link(previous: bytes, payload: bytes) -> bytes:
     """The running digest after a record whose stored bytes are ``payload``."""
     return hashlib.sha256(previous + payload).digest()
@@ -156,7 +166,12 @@ class SessionLog:
             yield key, value or b"", record
 
     def _opened(
-        self, key: str, envelope: dict[str, Any], previous: bytes, extra: bytes = b""
+        self,
+        key: str,
+        envelope: dict[str, Any],
+        previous: bytes,
+        extra: bytes = b"",
+        raw: bytes = b"",
     ) -> tuple[dict[str, Any], bytes]:
         """The record in ``envelope`` and the digest after it (checked)."""
         version = envelope.get("v", 1)
@@ -167,7 +182,10 @@ class SessionLog:
                 key, f"has format {version!r}, which this ctxfold does not know: upgrade it"
             )
         record = envelope.get("r")
-        digest = _link(previous, extra + encode(record)) if isinstance(record, dict) else b""
+        payload = _payload(raw) if raw else None
+        if payload is None and isinstance(record, dict):
+            payload = encode(record)
+        digest = _link(previous, extra + payload) if payload is not None else b""
         if not isinstance(record, dict) or envelope.get("d") != digest.hex():
             raise self._corrupt(key, "does not match the digest of the records before it")
         return record, digest
@@ -175,9 +193,11 @@ class SessionLog:
     def _sealed(
         self, record: dict[str, Any], previous: bytes, extra: bytes = b""
     ) -> tuple[bytes, bytes]:
-        """``record`` in its envelope, and the digest after it."""
-        digest = _link(previous, extra + encode(record))
-        return encode({"v": _VERSION, "d": digest.hex(), "r": record}), digest
+        """``record`` in its envelope (the bytes ``encode`` gives the envelope, made
+        without encoding the record twice), and the digest after it."""
+        payload = encode(record)
+        digest = _link(previous, extra + payload)
+        return b'{"d":"%s","r":%s,"v":%d}' % (digest.hex().encode(), payload, _VERSION), digest
 
     def load(self) -> tuple[list[Message], list[Fold]]:
         """The history and the folds of the current epoch, each checked."""
@@ -186,20 +206,22 @@ class SessionLog:
         n_folds = self._count(lambda n: f"{e}:c:{n}")
         self._start()
         history: list[Message] = []
-        for key, _, envelope in self._read([f"{e}:m:{n}" for n in range(n_messages)]):
-            record, head = self._opened(key, envelope, self.heads[-1])
+        for key, raw, envelope in self._read([f"{e}:m:{n}" for n in range(n_messages)]):
+            record, head = self._opened(key, envelope, self.heads[-1], raw=raw)
             try:
                 history.append(message_from_record(record))
             except (KeyError, TypeError, ValueError):
                 raise self._corrupt(key, "is not a message") from None
             self.heads.append(head)
         folds: list[Fold] = []
-        for key, _, envelope in self._read([f"{e}:c:{k}" for k in range(n_folds)]):
+        for key, raw, envelope in self._read([f"{e}:c:{k}" for k in range(n_folds)]):
             inner = envelope.get("r", envelope)
             upto = inner.get("upto") if isinstance(inner, dict) else None
             if not isinstance(upto, int) or not 0 <= upto <= n_messages:
                 raise self._corrupt(key, f"covers {upto!r} messages of {n_messages}")
-            record, self.fold_head = self._opened(key, envelope, self.fold_head, self.heads[upto])
+            record, self.fold_head = self._opened(
+                key, envelope, self.fold_head, self.heads[upto], raw=raw
+            )
             folds.append(self._fold(key, record, upto))
         self.messages, self.folds = n_messages, n_folds
         return history, folds
