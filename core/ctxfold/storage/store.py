@@ -215,38 +215,27 @@ class SQLiteStore(SQLiteFile):
 
     def put_many(self, entries: Mapping[str, bytes]) -> None:
         """Store every entry in one transaction; existing ids keep their value."""
-        _check_entries(entries)
-        if not entries:
-            return
-        with self._lock:
-            conn = self._connection()
-            try:
-                with immediate(conn):
-                    conn.executemany(
-                        f"INSERT OR IGNORE INTO {self.table} (id, value) VALUES (?, ?)",
-                        list(entries.items()),
-                    )
-            except sqlite3.Error as exc:
-                raise CacheError(
-                    f"the SQLite store {self.path!r} failed: {_why(exc)}; nothing of this "
-                    "batch was written"
-                ) from None
+        self._write(entries, only_new=False)
 
     def put_new(self, entries: Mapping[str, bytes]) -> list[str]:
         """Store every entry if none of the ids exists, else nothing (one transaction
         that holds the file's write lock, so two processes cannot both succeed): the
         ids taken."""
+        return self._write(entries, only_new=True)
+
+    def _write(self, entries: Mapping[str, bytes], *, only_new: bool) -> list[str]:
         _check_entries(entries)
         if not entries:
             return []
+        verb = "INSERT" if only_new else "INSERT OR IGNORE"
         with self._lock:
             conn = self._connection()
             try:
                 with immediate(conn):
-                    taken = list(self._found(conn, list(entries)))
+                    taken = list(self._found(conn, list(entries))) if only_new else []
                     if not taken:
                         conn.executemany(
-                            f"INSERT INTO {self.table} (id, value) VALUES (?, ?)",
+                            f"{verb} INTO {self.table} (id, value) VALUES (?, ?)",
                             list(entries.items()),
                         )
             except sqlite3.Error as exc:
