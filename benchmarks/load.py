@@ -11,10 +11,11 @@ turn's time is the three, store round trips included). A turn's messages are mad
 from the bundled examples' texts by the session id and the turn number, so that a
 worker that was killed and started again picks up from what its sessions hold
 (``Session.load``) and the end state is known. The parent kills a random worker with
-SIGKILL ``--kills`` times and restarts it, and restarts the Redis server (which keeps
-an append-only file) once midway; a worker that meets the restart retries after its
-``CacheError``. At the end every session is loaded again: its history must be the
-expected one, message for message, and the expansion of a render the whole history.
+SIGKILL ``--kills`` times, at even steps of the progress, and restarts it, and restarts
+the Redis server (which keeps an append-only file) once halfway; a worker that meets
+the restart retries after its ``CacheError``. At the end every session is loaded
+again: its history must be the expected one, message for message, and the expansion
+of a render the whole history.
 
 Reported: turns, per-turn p50 / p95 / p99 / max ms (overall, per store, and apart for
 the turns whose render compacted; the first turn of each worker process, which loads
@@ -165,6 +166,17 @@ def stop_redis(port: int, proc: subprocess.Popen[bytes]) -> None:
     proc.wait(timeout=30)
 
 
+def progress(folder: Path, processes: int) -> int:
+    """Turns the workers have logged so far."""
+    done = 0
+    for k in range(processes):
+        path = folder / f"w{k}.jsonl"
+        if path.exists():
+            with path.open("rb") as f:
+                done += sum(1 for line in f if b'"ms"' in line)
+    return done
+
+
 def spawn(args: argparse.Namespace, index: int) -> subprocess.Popen[bytes]:
     cmd = [sys.executable, __file__, "--worker", str(index)]
     for name in ("processes", "sessions", "turns", "budget", "redis_url", "sqlite", "out"):
@@ -224,17 +236,21 @@ def main(argv: list[str] | None = None) -> int:
         rng = random.Random(0)
         started = time.perf_counter()
         workers = [spawn(args, k) for k in range(args.processes)]
+        total = args.sessions * args.turns
+        # Kills at even steps of the progress, the Redis restart halfway.
+        steps = [total * (k + 1) // (args.kills + 2) for k in range(args.kills)]
         kills = restarted = 0
         while any(w.poll() is None for w in workers):
-            time.sleep(rng.uniform(1.0, 4.0))
+            time.sleep(0.05)
+            done = progress(folder, args.processes)
             alive = [k for k, w in enumerate(workers) if w.poll() is None]
-            if alive and kills < args.kills:
+            if alive and kills < len(steps) and done >= steps[kills]:
                 k = rng.choice(alive)
                 workers[k].send_signal(signal.SIGKILL)
                 workers[k].wait()
                 workers[k] = spawn(args, k)
                 kills += 1
-            elif not restarted and kills >= args.kills // 2:
+            elif not restarted and done >= total // 2:
                 stop_redis(port, redis)
                 redis = start_redis(port, folder)
                 restarted = 1
