@@ -11,6 +11,7 @@ A render does work in proportion to the new messages and the output, not the his
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import threading
 import uuid
 from collections import Counter
@@ -42,6 +43,7 @@ from ..recall import (
 )
 from ..result import CompressionResult, Decision
 from ..reversible.expand import expand
+from ..reversible.records import encode
 from ..reversible.redaction import redact
 from ..reversible.rounds import RoundSettings
 from ..reversible.tool import ExpandTool
@@ -56,7 +58,13 @@ from .log import Fold, SessionLog
 __all__ = ["CompactionOptions", "Session"]
 
 _STEP = "session"
-_RECORD_VERSION = 1  # of the record :attr:`Session.compaction` gives
+_RECORD_VERSION = 2  # of the record :attr:`Session.compaction` gives (1: no digest)
+
+
+def _record_digest(fold: Mapping[str, Any], last: str) -> str:
+    """The digest a compaction record carries: of its fold and the last message it
+    covers, as they are encoded for the store."""
+    return hashlib.sha256(encode({"fold": fold, "last": last})).hexdigest()
 
 
 def _session_store() -> MemoryStore:
@@ -245,7 +253,13 @@ class Session:
             if fold is None:
                 return None
             last = self._history[fold.upto - 1].fingerprint if fold.upto else ""
-            return {"version": _RECORD_VERSION, "fold": fold.record(), "last": last}
+            record = fold.record()
+            return {
+                "version": _RECORD_VERSION,
+                "fold": record,
+                "last": last,
+                "digest": _record_digest(record, last),
+            }
 
     @property
     def folded(self) -> int:
@@ -256,8 +270,15 @@ class Session:
     def _adopt(self, compaction: Mapping[str, Any]) -> None:
         """Make the recorded compaction current after checking it fits the history."""
         try:
-            if compaction.get("version") != _RECORD_VERSION:
-                raise ValueError("another version")
+            version = compaction.get("version")
+            if version not in (1, _RECORD_VERSION):
+                raise ValueError(
+                    f"format {version!r}, which this ctxfold does not know: upgrade it"
+                )
+            if version == _RECORD_VERSION and compaction.get("digest") != _record_digest(
+                compaction["fold"], compaction["last"]
+            ):
+                raise ValueError("its digest does not match what it holds")
             fold = Fold.from_record(dict(compaction["fold"]))
             n, last = len(self._history), compaction["last"]
             if not 0 <= fold.upto <= n or any(
