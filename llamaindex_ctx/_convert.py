@@ -50,8 +50,8 @@ def snapshot(m: ChatMessage) -> Any:
     """What a follower knows a LlamaIndex message by, as it is now (an edit in place
     gives another snapshot): its role, text and extra fields; a message with other
     blocks than text (images, tool calls), the fingerprint of its conversion."""
-    if all(isinstance(b, TextBlock) for b in m.blocks):
-        texts = tuple(b.text for b in m.blocks)
+    texts = tuple(b.text for b in m.blocks if isinstance(b, TextBlock))
+    if len(texts) == len(m.blocks):
         return (str(m.role), texts, frozen(m.additional_kwargs or None))
     return from_llamaindex([m])[0].fingerprint
 

@@ -63,7 +63,7 @@ class Layers:
 
 # ----------------------------------------------------------------------- whitespace
 
-_TRAILING = re.compile(r"[ \t]+$", re.M)
+_TRAILING = re.compile(r"(?<![ \t])[ \t]+$", re.M)  # starts only where a run starts: linear
 _BLANKS = re.compile(r"\n{3,}")
 _INNER = re.compile(r"(?<=\S)[ \t]{2,}(?=\S)")
 
@@ -92,8 +92,8 @@ def maybe_whitespace(text: str) -> bool:
 def looks_indentation_sensitive(text: str) -> bool:
     """Heuristic: Python, YAML, Makefiles and other text where spacing carries meaning."""
     return bool(
-        re.search(r"^\s*(?:def |class |import |from \S+ import |if .*:$|for .*:$)", text, re.M)
-        or re.search(r"^\s*[\w.-]+:\s*$|^\s*- \w", text, re.M)
+        re.search(r"^[ \t]*(?:def |class |import |from \S+ import |if .*:$|for .*:$)", text, re.M)
+        or re.search(r"^[ \t]*[\w.-]+:[ \t]*$|^[ \t]*- \w", text, re.M)
         or "\t" in text
         or "```" in text
     )
