@@ -76,7 +76,7 @@ def test_units_on_real_conversations_partition_the_history():
         assert [i for u in g.units for i in u.indices] == list(range(len(msgs)))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(conversations())
 def test_units_partition_and_never_separate_a_call_from_its_result(msgs):
     g = group_units(msgs)

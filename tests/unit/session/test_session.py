@@ -413,6 +413,7 @@ def test_loading_an_id_the_store_never_held_is_an_error_and_the_constructor_star
     assert Session.load("nobody", store=store).history == ()
 
 
+@pytest.mark.full_sweep  # 19 s: a compaction on every turn of three conversations
 def test_compacting_every_turn_keeps_most_of_what_one_compaction_keeps() -> None:
     """A compaction sees only its last note and the messages since, yet scores words
     by their rarity in the whole history: folded again turn after turn, the note keeps

@@ -513,7 +513,7 @@ def _strict_histories(draw):
     return msgs
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=50, deadline=None)
 @given(_strict_histories(), st.floats(0.1, 0.9))
 def test_the_output_ends_on_the_side_the_input_ended_on(msgs, fraction):
     # A session appends the next turn (the model's, after a user turn or a tool
