@@ -14,24 +14,37 @@ from functools import lru_cache
 
 __all__ = ["is_secret", "mask", "overlaps", "secret_spans"]
 
-#: Credentials recognised by their own shape, whatever surrounds them.
-_SHAPED = re.compile(
-    "|".join(
+#: Credentials recognised by their own shape, whatever surrounds them: each kind with
+#: the lower-cased markers one of which its match holds (a pattern runs only on a text
+#: that holds one of its markers: tried at every position, it costs as much as finding
+#: the identifiers), and its pattern.
+_SHAPED: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = tuple(
+    (kind, markers, re.compile(pattern))
+    for kind, markers, pattern in (
+        ("openai", ("sk-",), r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}"),
+        ("anthropic", ("sk-ant-",), r"\bsk-ant-[A-Za-z0-9_\-]{20,}"),
+        ("stripe", ("k_live_", "k_test_"), r"\b[rsp]k_(?:live|test)_[A-Za-z0-9]{16,}"),
         (
-            r"(?P<openai>\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,})",
-            r"(?P<anthropic>\bsk-ant-[A-Za-z0-9_\-]{20,})",
-            r"(?P<stripe>\b[rsp]k_(?:live|test)_[A-Za-z0-9]{16,})",
-            r"(?P<github>\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}))",
-            r"(?P<gitlab>\bglpat-[A-Za-z0-9_\-]{20,})",
-            r"(?P<slack>\bxox[abposr]-[A-Za-z0-9\-]{10,})",
-            r"(?P<aws_key>\b(?:AKIA|ASIA|AGPA|AIDA|AROA)[A-Z0-9]{16}\b)",
-            r"(?P<google>\bAIza[A-Za-z0-9_\-]{35})",
-            r"(?P<jwt>\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,})",
-            r"(?P<bearer>(?<=[Bb]earer )[A-Za-z0-9_\-\.=+/]{16,})",
-            r"(?P<url_password>(?<=://)[^\s:/@]+:[^\s/@]+(?=@))",
-            r"(?P<private_key>-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?"
-            r"(?:-----END [A-Z ]*PRIVATE KEY-----|\Z))",
-        )
+            "github",
+            ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+            r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})",
+        ),
+        ("gitlab", ("glpat-",), r"\bglpat-[A-Za-z0-9_\-]{20,}"),
+        ("slack", ("xox",), r"\bxox[abposr]-[A-Za-z0-9\-]{10,}"),
+        (
+            "aws_key",
+            ("akia", "asia", "agpa", "aida", "aroa"),
+            r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA)[A-Z0-9]{16}\b",
+        ),
+        ("google", ("aiza",), r"\bAIza[A-Za-z0-9_\-]{35}"),
+        ("jwt", ("eyj",), r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"),
+        ("bearer", ("bearer ",), r"(?<=[Bb]earer )[A-Za-z0-9_\-\.=+/]{16,}"),
+        ("url_password", ("://",), r"(?<=://)[^\s:/@]+:[^\s/@]+(?=@)"),
+        (
+            "private_key",
+            ("private key",),
+            r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|\Z)",
+        ),
     )
 )
 #: A value assigned to a name that says it is secret: ``API_KEY=...``,
@@ -44,11 +57,9 @@ _ASSIGNED = re.compile(
     (?P<value>[^\s"',;}\[\]()<>]{12,})
     """
 )
-_MAYBE = re.compile(
-    r"sk-|[rsp]k_|gh[pousr]_|github_pat_|glpat-|xox|AKIA|ASIA|AGPA|AIDA|AROA|AIza|eyJ|"
-    r"[Bb]earer |://[^\s/@]+:|PRIVATE KEY|key|token|secret|passw|pwd|credential",
-    re.IGNORECASE,
-)
+#: The names an assigned secret's name holds (see ``_ASSIGNED``), lower-cased.
+_NAMES = ("key", "token", "secret", "passw", "pwd", "credential")
+_MARKERS = frozenset(m for _, markers, _ in _SHAPED for m in markers).union(_NAMES)
 
 
 def _random_enough(value: str) -> bool:
@@ -66,13 +77,20 @@ def _random_enough(value: str) -> bool:
 @lru_cache(maxsize=256)
 def secret_spans(text: str) -> tuple[tuple[int, int, str], ...]:
     """``(start, end, kind)`` of every credential-shaped value in ``text``."""
-    if not _MAYBE.search(text):
-        return ()
-    spans = [(m.start(), m.end(), m.lastgroup or "secret") for m in _SHAPED.finditer(text)]
-    for m in _ASSIGNED.finditer(text):
-        value = m.group("value")
-        if _random_enough(value):
-            spans.append((m.start("value"), m.end("value"), "assigned"))
+    low = text.lower()
+    if not any(marker in low for marker in _MARKERS):
+        return ()  # the common case, decided by substring searches alone
+    spans = [
+        (m.start(), m.end(), kind)
+        for kind, markers, pattern in _SHAPED
+        if any(marker in low for marker in markers)
+        for m in pattern.finditer(text)
+    ]
+    if any(name in low for name in _NAMES):
+        for m in _ASSIGNED.finditer(text):
+            value = m.group("value")
+            if _random_enough(value):
+                spans.append((m.start("value"), m.end("value"), "assigned"))
     return tuple(sorted(spans))
 
 
