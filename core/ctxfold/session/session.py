@@ -404,13 +404,18 @@ class Session:
             before, n = self._overhead + self._cum[-1], len(self._history)
             name = self.strategy.name
             with opened(name, self.counter, budget=b, messages=n, tokens=before) as call:
-                self._prepare()
                 share = self._agentic_share() if self.recall_share is None else self.recall_share
+                if share:  # index what is new on every turn, not all at the first fold
+                    self._recall_index()
                 asked = resolve_query(self._history, query) if share else None
                 over = self._view_tokens() > int(self.high_water * b)
                 folded = over or self._fold is not None  # there is something to recall
                 want = self._wanted(asked, share, b) if asked and folded else 0
-                if over or self._view_tokens() > int(self.high_water * (b - want)):
+                compacting = over or self._view_tokens() > int(self.high_water * (b - want))
+                # A compaction shows the newest message (never folds it): the work
+                # ahead on it waits for the next render, off the compacting turn.
+                self._prepare(n - 1 if compacting else n)
+                if compacting:
                     compact_into(self._compact, b, want, fits=not over)
                 return self._result(call, asked, share)
 
@@ -460,12 +465,12 @@ class Session:
             return self.budget
         return check_budget(budget)
 
-    def _prepare(self) -> None:
-        """Let the strategy work ahead on what is new since the last render: the
-        messages added, and the prefix the last compaction wrote (its note), so that a
-        compaction does only what depends on the whole, a little on every turn rather
-        than all at once when the budget is passed."""
-        start, end = self._prepared, len(self._history)
+    def _prepare(self, end: int) -> None:
+        """Let the strategy work ahead on what is new since the last render (up to
+        message ``end``): the messages added, and the prefix the last compaction wrote
+        (its note), so that a compaction does only what depends on the whole, a little
+        on every turn rather than all at once when the budget is passed."""
+        start = self._prepared
         fold, strategy = self._fold, self.strategy
         if isinstance(strategy, Prepares):  # one check per render, not per message
             if start < end:
@@ -475,7 +480,7 @@ class Session:
             if fold is not None and fold.round_id != self._prepared_round:
                 count = self.counter.count_message
                 strategy.prepare(fold.prefix, [count(m) for m in fold.prefix])
-        self._prepared = end
+        self._prepared = max(start, end)
         self._prepared_round = fold.round_id if fold else None
 
     def _low_share(self, budget: int) -> float:
@@ -576,9 +581,9 @@ class Session:
         return wanted(index, query, until=n, cap=cap, counter=self.counter)
 
     def _recall_index(self) -> RecallIndex:
-        """The recall index, caught up with the history: built when recall is first
-        asked for, not on every add (an agent's session, which recalls nothing by
-        default, never pays for it)."""
+        """The recall index, caught up with the history: on each render of a session
+        that may recall, not on every add (an agent's session, which recalls nothing
+        by default, never pays for it)."""
         index, history = self._index, self._history
         if len(index) < len(history):
             index.extend(history[len(index) :])
