@@ -29,6 +29,7 @@ __all__ = [
     "content_words",
     "elide",
     "features",
+    "found_per_piece",
     "has_error",
     "mentions_decision",
     "says_little",
@@ -336,6 +337,29 @@ def _is_lines(text: str) -> bool:
     return len(lines) >= 4 and sum(len(ln) < 100 for ln in lines) * 10 >= len(lines) * 7
 
 
+Found = tuple[str, str, int, int]
+
+
+def found_per_piece(pieces: Sequence[Piece], text: str) -> list[list[Found]]:
+    """The identifiers of each piece of ``text`` (offsets into the piece); one scan of
+    the whole text when the pieces tile it exactly."""
+    if "".join(p.text for p in pieces) != text or len(pieces) == 1:
+        return [list(find_identifiers(p.text)) for p in pieces]
+    whole = list(find_identifiers(text))
+    out: list[list[Found]] = []
+    offset = next_id = 0
+    for p in pieces:
+        stop = offset + len(p.text)
+        found = []
+        while next_id < len(whole) and whole[next_id][2] < stop:
+            k, v, a, b = whole[next_id]
+            found.append((k, v, a - offset, b - offset))
+            next_id += 1
+        out.append(found)
+        offset = stop
+    return out
+
+
 _ALSO_IN_FULL = "[also in the full text: "
 _ID_SHARE = 4  # the identifiers of the cut parts take at most 1/4 of the allowance
 
@@ -378,9 +402,18 @@ def _shorten(text: str, max_tokens: int, counter: TokenCounter, goal: str) -> st
     segments = [segments_of(p) if not p.keep else [p.text] for p in pieces]
     flat = [seg for p, segs in zip(pieces, segments, strict=True) if not p.keep for seg in segs]
     ctx = ScoreContext.build(flat, goal)
-    values = [[score(seg, ctx) / max(len(seg), 12) for seg in segs] for segs in segments]
+    per_piece = found_per_piece(pieces, text)  # identifiers found once, not per sentence
+    tiled = "".join(p.text for p in pieces) == text
+    values = [
+        [combine(f, ctx) / max(len(seg), 12) for seg, f in zip(segs, feats, strict=True)]
+        for segs, feats in (
+            (segs, segment_features(segs, ids))
+            for segs, ids in zip(segments, per_piece, strict=True)
+        )
+    ]
     found: dict[str, str] = {}
-    for kind, value, _, _ in find_identifiers(text):
+    whole = [f for ids in per_piece for f in ids] if tiled else find_identifiers(text)
+    for kind, value, _, _ in whole:
         found.setdefault(value, kind)
     ranked_ids = sorted(found, key=lambda v: -KIND_WEIGHT.get(found[v], 1.0))
     cpt = max(len(text) / max(counter.count_text(text), 1), 1.0)

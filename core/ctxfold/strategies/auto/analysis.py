@@ -21,7 +21,15 @@ from ...text.layers import (
     truncate_observation,
 )
 from ...text.primitives import find_identifiers, json_strings, json_values
-from ...text.scoring import ALL_FLAGS, Features, Flags, features, segment_features, segments_of
+from ...text.scoring import (
+    ALL_FLAGS,
+    Features,
+    Flags,
+    features,
+    found_per_piece,
+    segment_features,
+    segments_of,
+)
 from .policy import POLICY
 
 __all__ = ["Analysis", "Analyzer"]
@@ -176,29 +184,6 @@ class _Draft:
                 self.replace_text(norm, "whitespace")
 
 
-Found = tuple[str, str, int, int]
-
-
-def _found_per_piece(pieces: list[Piece], text: str) -> list[list[Found]]:
-    """The identifiers of each piece; one scan of the whole text when the pieces tile
-    it exactly."""
-    if "".join(p.text for p in pieces) != text or len(pieces) == 1:
-        return [list(find_identifiers(p.text)) for p in pieces]
-    whole = list(find_identifiers(text))
-    out: list[list[Found]] = []
-    offset = next_id = 0
-    for p in pieces:
-        stop = offset + len(p.text)
-        found = []
-        while next_id < len(whole) and whole[next_id][2] < stop:
-            k, v, a, b = whole[next_id]
-            found.append((k, v, a - offset, b - offset))
-            next_id += 1
-        out.append(found)
-        offset = stop
-    return out
-
-
 def _segments(
     pieces: list[Piece], draft: _Draft
 ) -> tuple[list[tuple[str, ...]], list[tuple[Features, ...]]]:
@@ -206,7 +191,7 @@ def _segments(
     features; the pieces' identifiers join the draft's."""
     segments: list[tuple[str, ...]] = []
     feats: list[tuple[Features, ...]] = []
-    for p, found in zip(pieces, _found_per_piece(pieces, draft.text), strict=True):
+    for p, found in zip(pieces, found_per_piece(pieces, draft.text), strict=True):
         if not p.keep:
             segs = segments_of(p)
         elif "\n" in p.text.rstrip("\n"):
