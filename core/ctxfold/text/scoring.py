@@ -403,16 +403,13 @@ def _shorten(text: str, max_tokens: int, counter: TokenCounter, goal: str) -> st
     flat = [seg for p, segs in zip(pieces, segments, strict=True) if not p.keep for seg in segs]
     ctx = ScoreContext.build(flat, goal)
     per_piece = found_per_piece(pieces, text)  # identifiers found once, not per sentence
-    tiled = "".join(p.text for p in pieces) == text
-    values = [
-        [combine(f, ctx) / max(len(seg), 12) for seg, f in zip(segs, feats, strict=True)]
-        for segs, feats in (
-            (segs, segment_features(segs, ids))
-            for segs, ids in zip(segments, per_piece, strict=True)
-        )
-    ]
+    values: list[list[float]] = []
+    for segs, ids in zip(segments, per_piece, strict=True):
+        feats = segment_features(segs, ids)
+        values.append([combine(f, ctx) / max(len(s), 12) for s, f in zip(segs, feats, strict=True)])
+    tiled = "".join(p.text for p in pieces) == text  # then the pieces' ids are the text's
     found: dict[str, str] = {}
-    whole = [f for ids in per_piece for f in ids] if tiled else find_identifiers(text)
+    whole = itertools.chain.from_iterable(per_piece) if tiled else find_identifiers(text)
     for kind, value, _, _ in whole:
         found.setdefault(value, kind)
     ranked_ids = sorted(found, key=lambda v: -KIND_WEIGHT.get(found[v], 1.0))
