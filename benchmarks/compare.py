@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import ctxfold
-from ctxfold import Message, TiktokenCounter, from_openai
+from ctxfold import Message, TiktokenCounter, from_openai, share_budget
 from ctxfold.testing import ContractViolation, check_tool_integrity, find_data_dir
 
 ENC = TiktokenCounter("o200k_base")
@@ -179,8 +179,7 @@ def contextpress_method() -> Method | None:
 
 def budget_for(msgs: list[Message], fraction: float) -> int:
     """The benchmark budget: the system prompt plus ``fraction`` of the other tokens."""
-    system = sum(ENC.count_message(m) for m in msgs if m.role in ("system", "developer"))
-    return int(system + 3 + fraction * (ENC.count_messages(msgs) - system - 3))
+    return share_budget(msgs, fraction, ENC)
 
 
 def evaluate(

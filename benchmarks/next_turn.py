@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import ctxfold
-from ctxfold import AutoCompressor, Message, TiktokenCounter, from_openai
+from ctxfold import AutoCompressor, Message, TiktokenCounter, from_openai, share_budget
 from ctxfold.testing import find_data_dir
 
 
@@ -39,9 +39,7 @@ def main(argv: list[str] | None = None) -> int:
             raw = json.loads(line)["messages"]
             counter = TiktokenCounter(encoding)
             msgs = from_openai(raw)
-            system = sum(counter.count_message(m) for m in msgs if m.role == "system")
-            total = counter.count_messages(msgs)
-            budget = int(system + 3 + args.fraction * (total - system - 3))
+            budget = share_budget(msgs, args.fraction, counter)
             ctxfold.clear_caches()
             counter = TiktokenCounter(encoding)
             msgs = from_openai(raw)

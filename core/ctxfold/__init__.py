@@ -52,7 +52,7 @@ from .strategies import (
     normalize,
     register_strategy,
 )
-from .tokens import get_counter
+from .tokens import get_counter, share_budget
 
 # isort: split
 # Re-exported because the README's examples use them here; not part of ``__all__``.
@@ -120,6 +120,7 @@ __all__ = [
     "normalize",
     "register_strategy",
     "render",
+    "share_budget",
     "to_anthropic",
     "to_openai",
 ]

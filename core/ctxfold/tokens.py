@@ -27,6 +27,7 @@ __all__ = [
     "TiktokenCounter",
     "TokenCounter",
     "get_counter",
+    "share_budget",
 ]
 
 
@@ -413,6 +414,18 @@ def get_counter(spec: str | TokenCounter | Callable[[str], int] | None = None) -
         f"counter must be an encoding or model name, 'approx', a TokenCounter or a "
         f"str -> int function, got {type(spec).__name__}"
     )
+
+
+def share_budget(messages: Sequence[Message], share: float, counter: TokenCounter) -> int:
+    """A budget that keeps the system prompt whole and ``share`` (0 to 1) of the other
+    tokens: what ``--budget 25%`` means on the command line, and the benchmarks'
+    budgets. System and developer messages count as the system prompt."""
+    if not 0 <= share <= 1:
+        raise ConfigurationError(f"share must be between 0 and 1, got {share!r}")
+    fixed = counter.count_messages([]) + sum(
+        counter.count_message(m) for m in messages if m.role in ("system", "developer")
+    )
+    return int(fixed + share * (counter.count_messages(messages) - fixed))
 
 
 @lru_cache(maxsize=64)

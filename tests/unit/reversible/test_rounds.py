@@ -49,8 +49,7 @@ def strategies(store: object) -> dict[str, ctxfold.BaseCompressor]:
 
 def budget_for(msgs: list[Message], fraction: float) -> int:
     """The system prompt plus ``fraction`` of the rest, as the benchmark does."""
-    system = sum(COUNTER.count_message(m) for m in msgs if m.role == "system")
-    return int(system + 3 + fraction * (COUNTER.count_messages(msgs) - system - 3))
+    return ctxfold.share_budget(msgs, fraction, COUNTER)
 
 
 def check_round_trip(compressor: ctxfold.BaseCompressor, msgs: list[Message], budget: int):
