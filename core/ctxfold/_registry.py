@@ -11,17 +11,19 @@ through an entry-point group, loaded the first time an unknown name is asked for
 
 from __future__ import annotations
 
+import difflib
 import importlib
+import inspect
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from importlib.metadata import entry_points
 from types import MappingProxyType
 from typing import Any, Generic, TypeVar
 
 from .exceptions import ConfigurationError
 
-__all__ = ["Registry", "factories", "normalize_option"]
+__all__ = ["Registry", "accepted_options", "build", "closest", "factories", "normalize_option"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -97,8 +99,10 @@ class Registry(Generic[T]):
         names if there is none."""
         entry = self.get(name)
         if entry is None:
+            known = self.names()
             raise ConfigurationError(
-                f"unknown {self.kind} {name!r}; registered: {', '.join(self.names())}"
+                f"unknown {self.kind} {name!r}{closest(name, known)}; "
+                f"registered: {', '.join(known)}"
             )
         return entry
 
@@ -200,3 +204,58 @@ def normalize_option(
             raise ConfigurationError(f"a settings dict needs a {names} key; got {sorted(option)}")
         return normalize_option(targets[0], {**opts, **overrides}, resolve, keys=keys)
     return resolve(option, dict(overrides))
+
+
+def closest(name: str, known: Iterable[str]) -> str:
+    """``" (did you mean 'x'?)"`` for the known name closest to a misspelt ``name``, or
+    ``""`` when none is close."""
+    match = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    return f" (did you mean {match[0]!r}?)" if match else ""
+
+
+def accepted_options(factory: Callable[..., Any]) -> list[str] | None:
+    """The keyword options ``factory`` takes, sorted: a class's ``__init__`` parameters
+    along its bases while each passes ``**kwargs`` on; None when a function passes
+    them on to what it cannot name."""
+    signatures: list[inspect.Signature] = []
+    if isinstance(factory, type):
+        for cls in factory.__mro__:
+            if cls is not object and "__init__" in vars(cls):
+                signatures.append(inspect.signature(vars(cls)["__init__"]))
+                if not _forwards(signatures[-1]):
+                    break
+    else:
+        try:
+            signatures.append(inspect.signature(factory))
+        except (TypeError, ValueError):
+            return None
+        if _forwards(signatures[-1]):
+            return None
+    names = {
+        p.name
+        for sig in signatures
+        for p in sig.parameters.values()
+        if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name != "self"
+    }
+    return sorted(names)
+
+
+def _forwards(sig: inspect.Signature) -> bool:
+    return any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
+
+
+def build(kind: str, label: str, factory: Callable[..., R], options: Mapping[str, Any]) -> R:
+    """``factory(**options)``; an option it does not take is a
+    :class:`ConfigurationError` naming the closest one and every one it takes."""
+    accepted = accepted_options(factory)
+    unknown = sorted(set(options) - set(accepted)) if accepted is not None else []
+    if unknown and accepted is not None:
+        name = unknown[0]
+        raise ConfigurationError(
+            f"{kind} {label!r} has no option {name!r}{closest(name, accepted)}; "
+            f"its options: {', '.join(accepted)}"
+        )
+    try:
+        return factory(**options)
+    except TypeError as exc:
+        raise ConfigurationError(f"{kind} {label!r} rejected its options: {exc}") from None

@@ -3,9 +3,11 @@ render an agent run's turns afresh, or report token counts.
 
 Exit codes: 0 success, 1 a conversation cannot fit its budget (or, for ``expand``, the
 store lacks some originals or holds altered ones), 2 bad input or usage, 3 the output
-cannot be written (a full disk, a closed or failing stdout) or another failure of the
-environment. The command never shows a traceback (``CTXFOLD_DEBUG=1`` lets an
-unexpected error through, for a bug report).
+cannot be written (a full disk, no stdout or a failing one) or another failure of the
+environment. A reader that stops early (``| head``) is no failure: it got what it asked
+for, and the exit code does not depend on whether the output fitted the pipe's buffer.
+The command never shows a traceback (``CTXFOLD_DEBUG=1`` lets an unexpected error
+through, for a bug report).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from .reversible import expand
 from .storage import get_store, sqlite_path
 from .strategies.base import BaseCompressor, compress_with
 from .strategies.registry import resolve_strategy
-from .tokens import TokenCounter, get_counter
+from .tokens import TokenCounter, get_counter, share_budget
 
 __all__ = ["main"]
 
@@ -114,13 +116,14 @@ def load_file(path: str) -> tuple[list[Conversation], bool]:
     return convs, jsonl
 
 
-def _budget_for(spec: str, tokens: int) -> int:
+def _budget_for(spec: str, messages: Sequence[Message], counter: TokenCounter) -> int:
+    """A token count, or a share: the system prompt whole and that share of the rest."""
     try:
         if spec.endswith("%"):
             pct = float(spec[:-1])
             if not 0 <= pct <= 100:
                 raise ValueError
-            return int(tokens * pct / 100)
+            return share_budget(messages, pct / 100, counter)
         value = int(spec)
         if value < 0:
             raise ValueError
@@ -170,6 +173,23 @@ def _table(rows: list[list[str]], out: TextIO) -> None:
             print("  ".join("-" * w for w in widths), file=out)
 
 
+def _trace(result: CompressionResult, out: TextIO) -> None:
+    """One line per decision, in columns as wide as their widest cell."""
+    rows = [
+        (str(d.index), d.action, d.label, str(d.tokens_before), str(d.tokens_after), d.step)
+        for d in result.trace
+    ]
+    if not rows:
+        return
+    w = [max(len(row[i]) for row in rows) for i in range(5)]
+    for index, action, label, before, after, step in rows:
+        line = (
+            f"  {index:>{w[0]}}  {action:<{w[1]}}  {label:<{w[2]}}  "
+            f"{before:>{w[3]}} -> {after:<{w[4]}}  {step}"
+        )
+        print(line.rstrip(), file=out)
+
+
 def _cmd_compress(args: argparse.Namespace) -> int:
     convs, jsonl = load_file(args.file)
     counter = get_counter(args.counter)
@@ -183,7 +203,7 @@ def _cmd_compress(args: argparse.Namespace) -> int:
     query: Query = False if args.no_recall else args.query
     results: list[tuple[Conversation, CompressionResult]] = []
     for conv in convs:
-        budget = _budget_for(args.budget, counter.count_messages(conv.messages))
+        budget = _budget_for(args.budget, conv.messages, counter)
         try:
             result = compress_with(
                 compressor,
@@ -241,12 +261,7 @@ def _cmd_compress(args: argparse.Namespace) -> int:
     if args.trace:
         for conv, r in results:
             print(f"\ntrace of {conv.label}:", file=sys.stderr)
-            for d in r.trace:
-                print(
-                    f"  {d.index:>5}  {d.action:<12} {d.label:<22} "
-                    f"{d.tokens_before:>6} -> {d.tokens_after:<6} {d.step}",
-                    file=sys.stderr,
-                )
+            _trace(r, sys.stderr)
             for w in r.warnings:
                 print(f"  note: {w}", file=sys.stderr)
     return 0
@@ -403,6 +418,12 @@ def _cmd_stats(args: argparse.Namespace) -> int:
     return 0
 
 
+def _version() -> str:
+    from . import __version__  # the package is imported by now: no cycle
+
+    return __version__
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``ctxfold`` command."""
     parser = argparse.ArgumentParser(
@@ -411,9 +432,11 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=(
             "exit codes: 0 success; 1 a conversation cannot fit its budget (expand: "
             "originals missing or altered); 2 bad input or usage; 3 the output cannot be "
-            "written (full disk, closed or failing stdout)"
+            "written (full disk, closed or failing stdout); a reader that stops early "
+            "(| head) is no failure"
         ),
     )
+    parser.add_argument("--version", action="version", version=f"ctxfold {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     c = sub.add_parser("compress", help="compress conversations from a JSON or JSONL file")
     c.add_argument(
@@ -422,7 +445,10 @@ def build_parser() -> argparse.ArgumentParser:
         " JSONL (one conversation per line), or - for stdin",
     )
     c.add_argument(
-        "--budget", required=True, help="tokens (4000) or a share of each conversation (25%%)"
+        "--budget",
+        required=True,
+        help="tokens (4000), or a share (25%%): the system prompt whole plus that share of "
+        "the other tokens of each conversation",
     )
     c.add_argument("--strategy", default="auto", help="strategy name (default: auto)")
     c.add_argument(
@@ -506,7 +532,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(str(exc), exc.code)
     except CtxfoldError as exc:
         return _fail(str(exc), 2)
-    except BrokenPipeError:  # the reader went away (piped into `head`): done
+    except BrokenPipeError:  # the reader took what it wanted (`| head`): not a failure
         _quiet_stdout()
         return 0
     except OSError as exc:

@@ -78,6 +78,49 @@ def test_strategy_options_pass_through(capsys):
     assert code == 0 and "keep_first" in err
 
 
+def test_version(capsys):
+    from ctxfold import __version__
+
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0 and capsys.readouterr().out.strip() == f"ctxfold {__version__}"
+
+
+def test_a_misspelt_option_names_the_closest_and_lists_the_valid_ones(capsys):
+    args = ["compress", AIRLINE, "--budget", "1500", "--strategy", "sliding_window"]
+    code, out, err = run(capsys, *args, "--option", "keep_firstt=1")
+    assert code == 2 and out == "" and len(err.splitlines()) == 1
+    assert "no option 'keep_firstt' (did you mean 'keep_first'?)" in err
+    assert "its options: " in err and "overflow" in err and "pin_roles" in err
+    code, _, err = run(capsys, *args[:4], "--strategy", "sliding_windw")
+    assert code == 2 and "(did you mean 'sliding_window'?)" in err
+
+
+@pytest.mark.parametrize("share", ["25%", "10%"])
+def test_a_share_budget_keeps_the_system_prompt_whole_on_every_example(share, capsys):
+    from ctxfold import from_openai, get_counter
+
+    for path in EXAMPLES:
+        code, out, err = run(capsys, "compress", str(path), "--budget", share)
+        assert code == 0, err
+        msgs = from_openai(json.loads(path.read_text())["messages"])
+        counter = get_counter("o200k_base")
+        system = sum(counter.count_message(m) for m in msgs if m.role == "system")
+        rest = counter.count_messages(msgs) - system - counter.count_messages([])
+        budget = int(err.splitlines()[3].split()[1])  # the table's first row
+        assert budget == int(system + 3 + float(share[:-1]) / 100 * rest)
+        assert json.loads(out)["messages"][0] == json.loads(path.read_text())["messages"][0]
+
+
+def test_trace_columns_line_up_whatever_the_labels(capsys):
+    code, _, err = run(capsys, "compress", AIRLINE, "--budget", "10%", "--trace")
+    lines = err.split("trace of ")[1].splitlines()[1:]
+    assert code == 0 and len(lines) == 22
+    assert any(len(line.split()[2]) > 22 for line in lines)  # a long label
+    arrows = {line.index(" -> ") for line in lines}
+    assert len(arrows) == 1  # the token columns start in one place on every line
+
+
 def test_jsonl_in_jsonl_out(tmp_path, capsys):
     src = tmp_path / "two.jsonl"
     rec = json.loads(Path(AIRLINE).read_text())
@@ -249,6 +292,21 @@ def test_a_full_disk_is_exit_code_3_with_one_line():
     done = _console("compress", AIRLINE, "--budget", "2000", shell_suffix=" > /dev/full")
     assert done.returncode == 3 and "No space left" in done.stderr
     assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr
+
+
+def test_a_reader_that_stops_early_is_no_failure(tmp_path):
+    rec = json.loads(Path(AIRLINE).read_text())  # 40 copies: more than a pipe holds
+    big = tmp_path / "big.jsonl"
+    big.write_text("".join(json.dumps({**rec, "id": f"c{k}"}) + "\n" for k in range(40)))
+    exe = str(Path(sys.executable).with_name("ctxfold"))
+    for args in (["compress", str(big), "--budget", "100%"], ["stats", str(big)]):
+        proc = subprocess.Popen([exe, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert proc.stdout is not None and proc.stderr is not None
+        first = proc.stdout.read(10)  # as `| head -c 10` does, then the pipe closes
+        proc.stdout.close()
+        err = proc.stderr.read().decode()
+        assert proc.wait(timeout=120) == 0 and len(first) == 10
+        assert "Traceback" not in err and "Exception ignored" not in err
 
 
 def test_a_closed_stdout_is_exit_code_3_with_one_line():

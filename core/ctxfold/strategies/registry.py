@@ -15,7 +15,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from .._registry import Registry, factories, normalize_option
+from .._registry import Registry, build, factories, normalize_option
 from ..contract import Compressor
 from ..exceptions import ConfigurationError, MissingDependencyError
 
@@ -80,10 +80,7 @@ def resolve_strategy(strategy: str | Compressor | type[Any], **options: Any) -> 
 
 
 def _build(label: str, factory: StrategyFactory, options: dict[str, Any]) -> Compressor:
-    try:
-        compressor = factory(**options)
-    except TypeError as exc:
-        raise ConfigurationError(f"strategy {label!r} rejected its options: {exc}") from None
+    compressor = build("strategy", label, factory, options)
     if not isinstance(compressor, Compressor):
         raise ConfigurationError(f"strategy {label!r} did not produce a compressor")
     return compressor

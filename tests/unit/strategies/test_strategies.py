@@ -386,3 +386,21 @@ def test_semantic_dedup_keeps_turns_alternating_with_the_real_turn_or_a_note():
     assert len(users) == 6  # every question stays; notes sit between them
     notes = [m for m in r.messages if m.metadata.get("ctxfold")]
     assert notes and all(m.role == "assistant" and "left out" in m.text for m in notes)
+
+
+def test_an_unknown_option_names_the_closest_and_every_valid_one():
+    msgs = [{"role": "user", "content": "hello"}]
+    with pytest.raises(ConfigurationError) as err:
+        ctxfold.compress(msgs, budget=100, strategy="summarize", recent_shar=0.3)
+    message = str(err.value)
+    assert "no option 'recent_shar' (did you mean 'recent_share'?)" in message
+    assert "its options: cache, " in message and "summarizer" in message
+    with pytest.raises(ConfigurationError, match="did you mean 'auto'"):
+        ctxfold.compress(msgs, budget=100, strategy="autto")
+    # a plug-in factory that passes **kwargs on to what it cannot name still says why
+    ctxfold.register_strategy("forwarding", lambda **kw: ctxfold.AutoCompressor(**kw))
+    try:
+        with pytest.raises(ConfigurationError, match=r"rejected its options.*nope"):
+            ctxfold.compress(msgs, budget=100, strategy="forwarding", nope=1)
+    finally:
+        ctxfold.strategies.registry.REGISTRY.unregister("forwarding")
