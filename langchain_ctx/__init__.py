@@ -2,7 +2,8 @@
 ``trim_messages``), ``CompressedChatMessageHistory`` (any chat history, read
 compressed), ``CompressionMiddleware`` (an agent of ``create_agent`` sends its model the
 compressed history), ``pre_model_hook`` (the same for a LangGraph graph built by hand),
-LangChain models as ctxfold's summarizer, embedder and token counter, conversion between
+LangChain models as ctxfold's summarizer, embedder and token counter, ctxfold's note as
+``SummarizationMiddleware``'s summarizer (``note_summarizer``), conversion between
 LangChain messages and ctxfold's, and the expand tool.
 
 Needs ``pip install 'ctxfold[langchain]'``; the middleware and the hook need
@@ -27,6 +28,7 @@ from ._convert import as_langchain_messages, from_langchain, to_langchain
 from ._history import CompressedChatMessageHistory
 from ._models import LangChainEmbedder, ModelTokenCounter, counter_from, summarizer_from
 from ._runnable import compress_messages
+from ._summarizer import note_summarizer
 from ._tools import expand_tool
 
 #: What loads on first use, from the module that needs ``langchain`` / ``langgraph``.
@@ -63,6 +65,7 @@ __all__ = [
     "counter_from",
     "expand_tool",
     "from_langchain",
+    "note_summarizer",
     "pre_model_hook",
     "summarizer_from",
     "to_langchain",

@@ -6,11 +6,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, overload
 
+from langchain_core.callbacks import CallbackManagerForChainRun
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import Runnable, RunnableLambda
+from langchain_core.tracers.base import BaseTracer
 
 from ctxfold.contract import Compressor, CounterSpec
 from ctxfold.recall import Query
+from ctxfold.result import CompressionResult
 from ctxfold.strategies.base import check_budget, compress_with
 from ctxfold.strategies.registry import resolve_strategy
 from ctxfold.tokens import get_counter
@@ -68,6 +71,10 @@ def compress_messages(
     is the user's and asks; ``False``: none): the passages of the older history it
     recalls are shown at the head of the question (see :func:`ctxfold.compress`).
 
+    As a Runnable, it puts the result's stats (``ctxfold``: tokens before and after,
+    ratio, decision counts, the round's id) in its run's metadata, so a LangSmith
+    trace shows what each call folded.
+
     The budget, strategy, counter and options are checked here, once: a bad one raises
     :class:`ctxfold.ConfigurationError` before any message is read. Raises
     :class:`ctxfold.BudgetError` when what must be kept cannot fit, and
@@ -77,14 +84,32 @@ def compress_messages(
     compressor = resolve_strategy(strategy, **options)
     count = get_counter(counter)
 
-    def run(value: Any) -> Any:
+    def run(value: Any, run_manager: CallbackManagerForChainRun | None = None) -> Any:
         if isinstance(value, Mapping) and "messages" in value:
-            return {**value, "messages": run(value["messages"])}
+            return {**value, "messages": run(value["messages"], run_manager)}
         msgs = from_langchain(value)
         result = compress_with(compressor, msgs, budget=limit, counter=count, query=query)
+        if run_manager is not None:
+            annotate(run_manager, result)
         out: list[BaseMessage] = to_langchain(result.messages)
         return out
 
     if messages is None:
         return RunnableLambda(run, name="compress_messages")
     return run(messages)
+
+
+def annotate(run_manager: CallbackManagerForChainRun, result: CompressionResult) -> None:
+    """Put the compression's stats and decision counts in the metadata of the run
+    ``run_manager`` reports to, so a tracer (LangSmith's) shows what was folded."""
+    stats = {
+        **result.stats.as_dict(),
+        "decisions": result.decision_counts(),
+        "round_id": result.round_id,
+    }
+    key = str(run_manager.run_id)
+    for handler in run_manager.handlers:
+        if isinstance(handler, BaseTracer):
+            traced = handler.run_map.get(key)
+            if traced is not None:
+                traced.add_metadata({"ctxfold": stats})

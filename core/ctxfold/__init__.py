@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ._api import compress
+from ._api import compress, condense
 from ._state import clear_caches
 from .contract import Compressor, Strategy
 from .exceptions import (
@@ -111,6 +111,7 @@ __all__ = [
     "__version__",
     "clear_caches",
     "compress",
+    "condense",
     "expand",
     "expand_tool",
     "from_anthropic",

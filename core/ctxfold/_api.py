@@ -1,17 +1,24 @@
-"""The top-level verb: ``ctxfold.compress``."""
+"""The top-level verbs: ``ctxfold.compress`` and ``ctxfold.condense``."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .contract import Compressor, CounterSpec, MessageLike
+from .exceptions import ConfigurationError
+from .formats import read_messages
+from .messages import Message, transcript
+from .models.summarizers import fit_summary
 from .recall import Query
-from .result import CompressionResult
+from .result import CompressionResult, is_note
 from .strategies.base import compress_with
 from .strategies.registry import resolve_strategy
+from .tokens import get_counter
 
-__all__ = ["compress"]
+__all__ = ["compress", "condense"]
+
+_CONDENSE_TRIES = 3
 
 
 def compress(
@@ -51,3 +58,55 @@ def compress(
     """
     compressor = resolve_strategy(strategy, **options)
     return compress_with(compressor, messages, budget=budget, counter=counter, query=query)
+
+
+def condense(
+    messages: Iterable[MessageLike],
+    *,
+    max_tokens: int,
+    counter: CounterSpec = "o200k_base",
+    **options: Any,
+) -> str:
+    """The messages as text of at most ``max_tokens`` tokens, with no model call: what
+    the ``auto`` strategy keeps of them within that budget, written as a transcript
+    (``speaker: text`` lines; what it folds becomes its note: who said what,
+    condensed, then the identifiers of the folded messages). A summarizer for
+    frameworks that replace older messages by a summary text
+    (:func:`langchain_ctx.note_summarizer`). Messages that fit are given whole.
+
+    Args:
+        messages: OpenAI chat dicts or :class:`ctxfold.Message` objects.
+        max_tokens: the most tokens the text may take (``counter``'s count of it).
+        counter: as for :func:`compress`.
+        **options: ``auto``'s options; ``reversible=True`` with a persistent
+            ``store`` keeps the originals there, and the note names the round whose
+            id :func:`ctxfold.expand` (or the expand tool) reads them back by.
+
+    Raises:
+        ConfigurationError: ``max_tokens`` is not a positive count, or a bad option.
+    """
+    count = get_counter(counter)
+    msgs, _ = read_messages(messages)
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+        raise ConfigurationError(f"max_tokens must be a positive token count, got {max_tokens!r}")
+    options = {"pin_roles": (), "reversible": False, "overflow": "best_effort", **options}
+    compressor = resolve_strategy("auto", **options)
+    whole = transcript(msgs)
+    if count.count_text(whole) <= max_tokens:
+        return whole
+    budget = max_tokens
+    text = whole
+    for _ in range(_CONDENSE_TRIES):  # message framing and text framing count apart
+        result = compress_with(compressor, msgs, budget=budget, counter=count, query=False)
+        text = _written(result.messages)
+        over = count.count_text(text) - max_tokens
+        if over <= 0:
+            return text
+        budget -= over
+    return fit_summary(text, max_tokens, count)
+
+
+def _written(messages: Sequence[Message]) -> str:
+    """A transcript in which a note stands as its own text (its lines name their
+    speakers already)."""
+    return "\n".join(m.text if is_note(m) else transcript([m]) for m in messages)

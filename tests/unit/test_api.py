@@ -77,7 +77,7 @@ def test_strategy_options_and_instances():
     [
         ({"strategy": "nope"}, "unknown strategy 'nope'; registered: auto, hierarchical, hybrid"),
         ({"strategy": 42}, "strategy must be"),
-        ({"strategy": "sliding_window", "window": 3}, "rejected its options"),
+        ({"strategy": "sliding_window", "window": 3}, "has no option 'window'; its options: cache, keep_first"),
         ({"recent_share": 1.5}, "recent_share must be a number in"),
         ({"strategy": SlidingWindow(), "keep_first": 1}, "configure the instance"),
         ({"counter": "p50k_bogus"}, "unknown tokenizer"),
@@ -147,3 +147,29 @@ def test_result_converts_to_anthropic():
     assert system.startswith(record()["messages"][0]["content"])
     assert "[ctxfold round " in system  # auto is reversible by default
     assert all(t["role"] in ("user", "assistant") for t in turns)
+
+
+def test_condense_writes_the_note_within_max_tokens_and_keeps_identifiers():
+    record = next(r for r in example_records() if "airline" in r["id"])
+    history = record["messages"][1:]  # what a summarizing middleware hands over
+    counter = ctxfold.get_counter("o200k_base")
+    for max_tokens in (150, 400, 1200):
+        text = ctxfold.condense(history, max_tokens=max_tokens)
+        assert 0 < counter.count_text(text) <= max_tokens
+        assert "sophia_silva_7557" in text  # the user id the agent looked up first
+    text = ctxfold.condense(history, max_tokens=400)
+    assert text.startswith("[ctxfold: ") and "earlier messages condensed" in text
+    assert "\nuser: " in text and "tool result" in text  # the newest turns in full
+    assert ctxfold.condense(history, max_tokens=400) == text  # deterministic
+    short = [{"role": "user", "content": "Book HAT039 for Ana."}]
+    assert ctxfold.condense(short, max_tokens=50) == "user: Book HAT039 for Ana."
+
+
+def test_condense_can_keep_the_originals_for_the_expand_tool(tmp_path):
+    record = next(r for r in example_records() if "airline" in r["id"])
+    store = ctxfold.SQLiteStore(tmp_path / "originals.db")
+    text = ctxfold.condense(record["messages"][1:], max_tokens=400, reversible=True, store=store)
+    round_id = text.split("[ctxfold round ", 1)[1].split("]", 1)[0]
+    assert "sophia_silva_7557" in ctxfold.expand(round_id, store=store)
+    with pytest.raises(ctxfold.ConfigurationError, match="max_tokens must be a positive"):
+        ctxfold.condense(record["messages"], max_tokens=-1)

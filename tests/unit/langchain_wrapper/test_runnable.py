@@ -10,6 +10,7 @@ from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
 from langchain_core.runnables import RunnableLambda
+from langchain_core.tracers.base import BaseTracer
 
 import ctxfold
 from conftest import example_records, long_chat, shared_conversations
@@ -133,3 +134,32 @@ def test_in_a_chain_the_users_question_recalls_from_the_older_history() -> None:
     off = prompt | compress_messages(budget=budget, strategy="sliding_window", query=False)
     plain = off.invoke({"history": history, "question": "Which gym locker is mine?"})
     assert not any("sauna" in m.content for m in plain)
+
+
+class _Recorder(BaseTracer):
+    """A tracer as LangSmith's is one: records each finished chain run's metadata."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.finished: dict[str, dict[str, Any]] = {}
+
+    def _persist_run(self, run: Any) -> None:
+        pass
+
+    def _on_chain_end(self, run: Any) -> None:
+        self.finished[run.name] = dict(run.metadata)
+
+
+def test_a_trace_shows_what_each_call_folded() -> None:
+    history = _history()
+    budget = _tokens(history) // 4
+    tracer = _Recorder()
+    model = GenericFakeChatModel(messages=iter([AIMessage("done")]))
+    chain = compress_messages(budget=budget) | model
+    asyncio.run(chain.ainvoke(history, config={"callbacks": [tracer], "metadata": {"user": "u"}}))
+    stats = tracer.finished["compress_messages"]["ctxfold"]
+    core = ctxfold.compress(from_langchain(history), budget=budget)
+    assert stats["tokens_before"] == _tokens(history) and stats["budget"] == budget
+    assert stats["tokens_after"] == core.stats.tokens_after <= budget
+    assert stats["decisions"] == core.decision_counts() and stats["decisions"]["summarized"] > 0
+    assert stats["round_id"] and tracer.finished["compress_messages"]["user"] == "u"
