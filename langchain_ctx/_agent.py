@@ -55,6 +55,11 @@ class CompressionMiddleware(AgentMiddleware[CompressionState, Any, Any]):
     the last one plus the new messages (a cache-stable prefix), and a compaction made
     once is taken up after a restart or on another worker, never made again.
 
+    When the model's responses report their input tokens (``usage_metadata``) and the
+    provider counts a call at more tokens than ctxfold did (another tokenizer: Claude's,
+    Gemini's), the thread's later calls fit the budget by the provider's count: the
+    room is scaled down by the ratio the last report showed.
+
     When the newest message is the user's and asks something, the passages of the
     older history it recalls are shown at its head (see :meth:`ctxfold.Session.render`).
 
@@ -84,15 +89,21 @@ class CompressionMiddleware(AgentMiddleware[CompressionState, Any, Any]):
         self, request: ModelRequest[Any], handler: Handler
     ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
         """Send the model the compressed view; store a new compaction in the state."""
-        view = self._view(request, thread_of())
-        return _with_record(handler(_compressed(request, view)), view)
+        thread = thread_of()
+        view = self._view(request, thread)
+        response = handler(_compressed(request, view))
+        self._anchor(thread, view, response)
+        return _with_record(response, view)
 
     async def awrap_model_call(
         self, request: ModelRequest[Any], handler: AsyncHandler
     ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
         """:meth:`wrap_model_call` for an async agent (the render in a worker thread)."""
-        view = await asyncio.to_thread(self._view, request, thread_of())
-        return _with_record(await handler(_compressed(request, view)), view)
+        thread = thread_of()
+        view = await asyncio.to_thread(self._view, request, thread)
+        response = await handler(_compressed(request, view))
+        self._anchor(thread, view, response)
+        return _with_record(response, view)
 
     def _view(self, request: ModelRequest[Any], thread: Hashable) -> View:
         fixed = self.views.fixed_tokens(request.system_message, self._schema_tokens(request.tools))
@@ -100,6 +111,20 @@ class CompressionMiddleware(AgentMiddleware[CompressionState, Any, Any]):
         if not isinstance(saved, Mapping):
             saved = None
         return self.views.view(thread, request.messages, fixed=fixed, saved=saved)
+
+    def _anchor(
+        self, thread: Hashable, view: View, response: ModelResponse[Any] | AIMessage
+    ) -> None:
+        """Anchor the thread's budget on the input tokens the provider reported for
+        this call (``usage_metadata``), when the response carries them."""
+        answers = [response] if isinstance(response, AIMessage) else response.result
+        for answer in answers:
+            usage = getattr(answer, "usage_metadata", None) or {}
+            reported = usage.get("input_tokens")
+            if isinstance(reported, int) and not isinstance(reported, bool):
+                counted = view.fixed + view.result.stats.tokens_after
+                self.views.anchor(thread, counted, reported)
+                return
 
     def _schema_tokens(self, tools: Sequence[BaseTool | dict[str, Any]]) -> int:
         """Tokens of the tool schemas the model receives, counted once per tool set."""

@@ -57,17 +57,20 @@ class _Thread:
     follower: Follower[BaseMessage] | None = None
     round_id: str | None = None  # the compaction `prefix` is the LangChain form of
     prefix: list[BaseMessage] = field(default_factory=list)
+    scale: float = 1.0  # how many tokens the provider counts for each one ctxfold counts
 
 
 @dataclass(frozen=True)
 class View:
     """One model call's view: ``messages`` to send after the system prompt; ``record``
     the compaction to store in the state when the state holds another (else ``None``);
-    ``result`` the session's render (stats and trace)."""
+    ``result`` the session's render (stats and trace); ``fixed`` the tokens the call
+    spends besides (system prompt, tool schemas)."""
 
     messages: list[BaseMessage]
     record: dict[str, Any] | None
     result: CompressionResult
+    fixed: int = 0
 
 
 def _round_of(saved: Mapping[str, Any] | None) -> str | None:
@@ -101,10 +104,11 @@ class ThreadViews:
             return reserved
         return reserved + self.counter.count_message(from_langchain([system])[0])
 
-    def check_room(self, fixed: int) -> int:
-        """The tokens left for the history when a call spends ``fixed`` besides; a
+    def check_room(self, fixed: int, scale: float = 1.0) -> int:
+        """The tokens left for the history when a call spends ``fixed`` besides and
+        the provider counts ``scale`` tokens for each one ctxfold counts; a
         :class:`ctxfold.BudgetError` when none are."""
-        room = self.budget - fixed
+        room = int(self.budget / scale) - fixed
         if room <= 0:
             raise BudgetError(
                 f"the system prompt and tool schemas take {fixed} tokens, the whole budget "
@@ -126,8 +130,8 @@ class ThreadViews:
         aside) for a model call that spends ``fixed`` tokens besides; ``saved`` is the
         compaction record the state holds. Raises :class:`ctxfold.BudgetError` when
         what must be kept cannot fit."""
-        room = self.check_room(fixed)
         state = self._state(thread)
+        room = self.check_room(fixed, state.scale)
         with state.lock:
             follower = self._follower(state, messages, saved)
             followed = follower.follow(messages, room)
@@ -138,7 +142,15 @@ class ThreadViews:
             changed = result.round_id is not None and result.round_id != _round_of(saved)
             record = follower.session.compaction if changed else None
             view = followed.view(state.prefix, messages, lambda m: to_langchain([m])[0])
-            return View(view, record, result)
+            return View(view, record, result, fixed)
+
+    def anchor(self, thread: Hashable, counted: int, reported: int) -> None:
+        """The provider reported ``reported`` input tokens for a call of ``thread``
+        that ctxfold counted at ``counted``: when it counts more, the thread's later
+        views fit the budget by its count (the room scaled down by the ratio of this
+        last report; never up, where it counts less)."""
+        if counted > 0 and reported > 0:
+            self._state(thread).scale = max(1.0, reported / counted)
 
     def _state(self, thread: Hashable) -> _Thread:
         with self._lock:

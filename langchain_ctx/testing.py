@@ -16,6 +16,7 @@ tools with the recorded tool results.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections import deque
 from collections.abc import Iterator, Sequence
@@ -25,6 +26,7 @@ from typing import Annotated, Any
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
+from langchain_core.messages.ai import UsageMetadata
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.tools import BaseTool, InjectedToolCallId, StructuredTool
@@ -89,6 +91,9 @@ class ScriptedChatModel(BaseChatModel):
 
     responses: list[AIMessage] = Field(default_factory=list)
     calls: list[ModelCall] = Field(default_factory=list)
+    #: When set, each answer reports ``usage_metadata`` as a provider whose tokenizer
+    #: counts this many tokens for each o200k_base one (input: messages and tools).
+    provider_scale: float | None = None
     _next: int = PrivateAttr(default=0)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
 
@@ -116,11 +121,22 @@ class ScriptedChatModel(BaseChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         with self._lock:
-            self.calls.append(ModelCall(list(messages), list(kwargs.get("tools") or [])))
+            call = ModelCall(list(messages), list(kwargs.get("tools") or []))
+            self.calls.append(call)
             k = self._next
             self._next += 1
         answer = self.responses[k] if k < len(self.responses) else AIMessage(END_OF_REPLAY)
-        return ChatResult(generations=[ChatGeneration(message=answer.model_copy(deep=True))])
+        answer = answer.model_copy(deep=True)
+        if self.provider_scale is not None:
+            reported = math.ceil(self.provider_scale * call.tokens())
+            answer.usage_metadata = UsageMetadata(
+                input_tokens=reported,
+                output_tokens=1,
+                total_tokens=reported + 1,
+                input_token_details={},
+                output_token_details={},
+            )
+        return ChatResult(generations=[ChatGeneration(message=answer)])
 
 
 class _AnyArguments(BaseModel):

@@ -162,6 +162,14 @@ class _MessageCounter:
 # Pieces of text and what they cost. On real chats, agent traces, code and JSON this
 # lands within about 10% of o200k_base, erring high (a safe side for budgets).
 _PIECES = re.compile(r"[^\W\d_]+|\d+|\s+|[^\w\s]+|_+")
+# Chinese, Japanese and Korean letters and signs: tokenizers give them more than a token
+# each on average (cl100k_base about 1.1 a Chinese or Japanese character, 1.3 a Korean
+# syllable), so they count 1.25, and Hangul 1.5.
+_WIDE = re.compile(
+    "[\u1100-\u11ff\u2e80-\u2fdf\u3000-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff"
+    "\uac00-\ud7af\uf900-\ufaff\uff00-\uffef\U00020000-\U0003ffff]"
+)
+_HANGUL = re.compile("[\u1100-\u11ff\u3130-\u318f\uac00-\ud7af]")
 
 
 class ApproxCounter(_MessageCounter):
@@ -169,8 +177,9 @@ class ApproxCounter(_MessageCounter):
 
     An ASCII word costs a token per ``chars_per_token`` letters (at least one), a run of
     digits a token per three, punctuation a token per three characters, a run of
-    whitespace other than one space half a token, a non-Latin letter one token. Use it
-    where speed matters more than exactness.
+    whitespace other than one space half a token, another script's letter or sign one
+    token, a Chinese or Japanese one 1.25, a Korean one 1.5 (more than the OpenAI encodings give
+    them, so a budget is not overrun). Use it where speed matters more than exactness.
     """
 
     name = "approx"
@@ -189,18 +198,21 @@ class ApproxCounter(_MessageCounter):
 
     def _encode_len(self, text: str) -> int:
         cpt = self.chars_per_token
-        halves = 0  # counted in half tokens so whitespace can cost 0.5
+        quarters = 0  # counted in quarter tokens: whitespace costs 0.5, a wide letter 1.25
         for piece in _PIECES.findall(text):
             c = piece[0]
             if c.isspace():
-                halves += 0 if piece == " " else 1
+                quarters += 0 if piece == " " else 2
             elif c.isdigit():
-                halves += 2 * ((len(piece) + 2) // 3)
-            elif c.isalpha():
-                halves += 2 * (math.ceil(len(piece) / cpt) if piece.isascii() else len(piece))
-            else:
-                halves += 2 * ((len(piece) + 2) // 3)
-        return (halves + 1) // 2
+                quarters += 4 * ((len(piece) + 2) // 3)
+            elif piece.isascii() and c.isalpha():
+                quarters += 4 * math.ceil(len(piece) / cpt)
+            elif piece.isascii():  # punctuation
+                quarters += 4 * ((len(piece) + 2) // 3)
+            else:  # another script: a token a letter or sign, a wide one (CJK) more
+                quarters += 4 * len(piece) + len(_WIDE.findall(piece))
+                quarters += len(_HANGUL.findall(piece))
+        return (quarters + 3) // 4
 
 
 class CallableCounter(_MessageCounter):

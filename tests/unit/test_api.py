@@ -77,7 +77,10 @@ def test_strategy_options_and_instances():
     [
         ({"strategy": "nope"}, "unknown strategy 'nope'; registered: auto, hierarchical, hybrid"),
         ({"strategy": 42}, "strategy must be"),
-        ({"strategy": "sliding_window", "window": 3}, "has no option 'window'; its options: cache, keep_first"),
+        (
+            {"strategy": "sliding_window", "window": 3},
+            "has no option 'window'; its options: cache, keep_first",
+        ),
         ({"recent_share": 1.5}, "recent_share must be a number in"),
         ({"strategy": SlidingWindow(), "keep_first": 1}, "configure the instance"),
         ({"counter": "p50k_bogus"}, "unknown tokenizer"),

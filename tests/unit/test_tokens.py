@@ -2,10 +2,12 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import json
 import subprocess
 import sys
 import textwrap
 from importlib import resources
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -186,6 +188,20 @@ def test_approx_counter_is_close_to_tiktoken_and_errs_high():
     for _, msgs in example_conversations():
         ratio = approx.count_messages(msgs) / exact.count_messages(msgs)
         assert 0.95 < ratio < 1.2
+
+
+# Everyday prose in Chinese, Japanese and Korean (written for these tests): the scripts
+# where a letter is worth more than a token to the OpenAI encodings.
+CJK = json.loads((Path(__file__).parent / "data" / "cjk_prose.json").read_text("utf-8"))
+
+
+@pytest.mark.parametrize("language", sorted(CJK))
+def test_approx_counter_does_not_undercount_chinese_japanese_or_korean(language):
+    text, approx = CJK[language], ApproxCounter()
+    exact = max(TiktokenCounter(e).count_text(text) for e in ("o200k_base", "cl100k_base"))
+    assert exact <= approx.count_text(text) <= 1.5 * exact
+    msg = Message(role="user", content=text)
+    assert approx.count_message(msg) >= TiktokenCounter("cl100k_base").count_message(msg)
 
 
 def test_get_counter_accepts_names_counters_and_functions():

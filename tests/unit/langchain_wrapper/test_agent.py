@@ -317,3 +317,31 @@ def test_the_users_question_recalls_what_it_needs_from_long_ago() -> None:
     assert "sauna" in seen[-1].text and seen[-1].text.endswith(question.content)
     assert len(state["messages"]) == 122  # the state keeps every message as it was
     assert state["messages"][-2].content == question.content
+
+
+@pytest.mark.parametrize("run", ["sync", "async"])
+def test_the_budget_holds_by_the_providers_count_once_it_reports_usage(run: str) -> None:
+    """A provider whose tokenizer counts 30% more than o200k_base: after its first
+    report, every call fits the budget by the provider's own count."""
+    msgs = _trajectory()
+    budget = _quarter(msgs)
+    counts = {}
+    for anchored in (False, True):
+        replay = Replay.of(msgs)
+        replay.model.provider_scale = 1.3
+        # unanchored: the calls a provider that reports no usage gets
+        middleware = CompressionMiddleware if anchored else _Unanchored
+        agent = _agent(replay, middleware(budget=budget), InMemorySaver())
+        if run == "sync":
+            replay.run(agent, _config())
+        else:
+            asyncio.run(replay.arun(agent, _config()))
+        counts[anchored] = [c.tokens() * 1.3 for c in replay.model.calls]
+    assert all(c <= budget for c in counts[True][1:])  # the first call is the probe
+    assert sum(c > budget for c in counts[False]) > len(counts[False]) // 4  # unanchored
+    assert max(counts[True]) > 0.8 * budget  # and filled, by the provider's count
+
+
+class _Unanchored(CompressionMiddleware):
+    def _anchor(self, *args: Any) -> None:
+        pass
