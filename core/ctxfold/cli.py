@@ -33,7 +33,9 @@ from .rendering import normalize_renderer
 from .rendering.turns import turns_from_messages
 from .result import CompressionResult
 from .reversible import expand
+from .session.log import namespace
 from .storage import get_store, sqlite_path
+from .storage.store import NamespacedStore
 from .strategies.base import BaseCompressor, compress_with
 from .strategies.registry import resolve_strategy
 from .tokens import TokenCounter, get_counter, share_budget
@@ -272,6 +274,8 @@ def _cmd_expand(args: argparse.Namespace) -> int:
     if path and not Path(path).exists():  # opening it would create an empty store
         raise CliError(f"no store at {path}; give the --store that compress wrote to")
     store = get_store(args.store)
+    if args.session is not None:  # a session writes in its own namespace of the store
+        store = NamespacedStore(store, namespace(args.session))
     target = args.target
     if _ID.fullmatch(target.strip()) and not Path(target).exists():  # an id, not a file
         print(expand(target, store=store))
@@ -281,8 +285,9 @@ def _cmd_expand(args: argparse.Namespace) -> int:
     for conv in convs:
         back = expand(conv.messages, store=store)
         if back.missing:
+            hint = "" if args.session else " (written by a session? add --session <its id>)"
             print(
-                f"ctxfold: {conv.label}: the store lacks {', '.join(back.missing)}; "
+                f"ctxfold: {conv.label}: the store lacks {', '.join(back.missing)}{hint}; "
                 "what it has is expanded, the rest stays as it was",
                 file=sys.stderr,
             )
@@ -493,6 +498,12 @@ def build_parser() -> argparse.ArgumentParser:
         "prints its original text",
     )
     e.add_argument("--store", required=True, help="the store given to compress --store")
+    e.add_argument(
+        "--session",
+        metavar="ID",
+        help="the id of the ctxfold.Session that wrote the target (it keeps its records "
+        "in a namespace of its own in the store)",
+    )
     e.set_defaults(run=_cmd_expand)
     r = sub.add_parser(
         "render",

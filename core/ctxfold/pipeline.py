@@ -25,7 +25,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Literal, TypeVar, overload
+from typing import Any, Literal, TypeVar, overload
 
 from .exceptions import BudgetError
 from .formats import CTXFOLD, MessageFormat
@@ -64,6 +64,7 @@ class Call:
         round_id: str | None = None,
         given: MessageFormat = CTXFOLD,
         warnings: tuple[str, ...] = (),
+        store: Any = None,
     ) -> CompressionResult:
         """The result of the call, announced (``tokens_after``: the output's count
         when the caller knows it, else counted here)."""
@@ -88,6 +89,7 @@ class Call:
             warnings=warnings,
             round_id=round_id,
             given=given,
+            store=store,
         )
         completed(result)
         return result

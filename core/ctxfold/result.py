@@ -250,6 +250,8 @@ class CompressionResult:
     without a result, a result without its call) and a reversible compression that
     found no room for its block. ``round_id`` is the id of the round in the verbatim
     store when the result is reversible (:func:`ctxfold.expand` gives the input back).
+    ``store`` is the verbatim store its rounds were written to (a session's own part
+    of its store), where :func:`ctxfold.expand` reads them when given no other.
     """
 
     messages: tuple[Message, ...]
@@ -259,6 +261,7 @@ class CompressionResult:
     warnings: tuple[str, ...] = ()
     round_id: str | None = None
     given: MessageFormat = field(default=CTXFOLD, compare=False, repr=False)
+    store: Any = field(default=None, compare=False, repr=False)
 
     def as_given(self) -> list[Any]:
         """The compressed messages in the kind the input came in: ctxfold messages,

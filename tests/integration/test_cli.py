@@ -231,6 +231,22 @@ def test_compress_with_a_store_is_reversible_and_expand_gives_the_original_back(
     assert code == 2 and "cannot read" in err
 
 
+def test_expand_reads_what_a_session_wrote_given_its_id(capsys, tmp_path):
+    from ctxfold import Session
+
+    db = tmp_path / "sessions.db"
+    session = Session("support-42", budget=1500, store=str(db))
+    session.add(json.loads(Path(AIRLINE).read_text())["messages"])
+    shown = tmp_path / "shown.json"
+    shown.write_text(json.dumps(session.render().to_openai()))
+    args = ["expand", str(shown), "--store", str(db)]
+    code, out, err = run(capsys, *args)
+    assert code == 1 and "add --session <its id>" in err
+    code, out, err = run(capsys, *args, "--session", "support-42")
+    assert code == 0 and err == ""
+    assert json.loads(out) == json.loads(Path(AIRLINE).read_text())["messages"]
+
+
 def test_without_a_store_the_output_has_no_round_to_point_at(capsys):
     code, out, _ = run(capsys, "compress", AIRLINE, "--budget", "1500")
     assert code == 0 and "[ctxfold round" not in out and "[expand " not in out

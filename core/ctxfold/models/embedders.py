@@ -177,8 +177,8 @@ class TfidfEmbedder:
         for label, flag in (("sublinear_tf", sublinear_tf), ("char_ngrams", char_ngrams)):
             if not isinstance(flag, bool):
                 raise ConfigurationError(f"{label} must be True or False, got {flag!r}")
-        _check_installed("The TF-IDF embedder", "sklearn", "scikit-learn", "all")
-        _check_installed("The TF-IDF embedder", "numpy", "numpy", "all")
+        _check_installed("The TF-IDF embedder", "sklearn", "scikit-learn", "semantic")
+        _check_installed("The TF-IDF embedder", "numpy", "numpy", "semantic")
         self.dims = dims
         self.ngram_range = (int(ngram_range[0]), int(ngram_range[1]))
         self.min_df = min_df

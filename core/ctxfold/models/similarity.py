@@ -19,7 +19,7 @@ def import_numpy() -> Any:
     try:
         import numpy
     except ImportError:
-        raise MissingDependencyError("Embeddings", "numpy", "all") from None
+        raise MissingDependencyError("Embeddings", "numpy", "semantic") from None
     return numpy
 
 

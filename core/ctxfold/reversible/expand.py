@@ -11,7 +11,7 @@ from typing import Any
 from ..exceptions import CorruptRecordError, ExpandError
 from ..messages import Message, as_messages, to_openai, transcript
 from ..result import NOTE_KEY, CompressionResult, without_recall
-from ..storage.store import VerbatimStore, get_store
+from ..storage.store import NamespacedStore, VerbatimStore, get_store
 from .records import Read, load, message_from_record, tag_key
 from .redaction import unredact
 
@@ -57,8 +57,13 @@ def expand(
     - an id (from an ``[expand <id>]`` marker, a round's tag or a reference): the text
       it stands for (a message's, or the transcript of the messages a round hid);
       raises :class:`ExpandError` if the store does not have it.
+
+    ``store`` is where the originals are (default: a result's own store, else the
+    process's). A session writes in its own part of its store: its renders find it
+    given the store's spec; its messages alone or its ids need
+    :meth:`ctxfold.Session.expand` (or ``Session.load(id, store=...).expand``).
     """
-    st = get_store(store)
+    st = _store_of(target, store)
     if isinstance(target, str):
         return _expand_id(st, target.strip())
     msgs = list(target.messages) if isinstance(target, CompressionResult) else as_messages(target)
@@ -81,6 +86,19 @@ def expand(
     return Expansion(
         tuple(msgs), rounds, tuple(dict.fromkeys(missing)), tuple(dict.fromkeys(corrupt))
     )
+
+
+def _store_of(target: object, store: VerbatimStore | str | None) -> VerbatimStore:
+    """Where ``target``'s originals are: the store given, in the part of it a result's
+    own store names (a session writes in its own namespace); a result's own store
+    when none is given."""
+    own = target.store if isinstance(target, CompressionResult) else None
+    if store is None:
+        return get_store(own)
+    st = get_store(store)
+    if isinstance(own, NamespacedStore) and not isinstance(st, NamespacedStore):
+        return NamespacedStore(st, own.namespace)
+    return st
 
 
 def _undo_newest(
@@ -189,7 +207,8 @@ def _expand_id(store: VerbatimStore, entry_id: str) -> str:
     if record is None:
         raise ExpandError(
             f"nothing is stored under {entry_id!r}; use an id from an [expand <id>] marker "
-            "or a reference block, with the store the compression used"
+            "or a reference block, with the store the compression used (a session's own "
+            "ids: Session.load(session_id, store=...).expand(id))"
         )
     if record.get("k") == "msg":
         return transcript([message_from_record(record)])

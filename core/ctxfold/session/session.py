@@ -15,10 +15,10 @@ import hashlib
 import threading
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from itertools import accumulate
 from types import MappingProxyType
-from typing import Any, TypedDict
+from typing import Any, TypedDict, overload
 
 from .._state import default
 from ..contract import CounterSpec, MessageLike, Prepares, Strategy, WordCounts
@@ -42,7 +42,7 @@ from ..recall import (
     wanted,
 )
 from ..result import CompressionResult, Decision
-from ..reversible.expand import expand
+from ..reversible.expand import Expansion, expand
 from ..reversible.records import encode
 from ..reversible.redaction import redact
 from ..reversible.rounds import RoundSettings
@@ -427,11 +427,19 @@ class Session:
         """:meth:`render` in a worker thread; the same result."""
         return await asyncio.to_thread(self.render, budget, query=query)
 
-    def expand(self, entry_id: str) -> str:
-        """The originals behind a round id or an ``[expand <id>]`` marker of this
-        session, as text; raises :class:`ctxfold.ExpandError` for an id it never wrote."""
-        text: str = expand(entry_id, store=self._log.store)
-        return text
+    @overload
+    def expand(self, target: str) -> str: ...
+
+    @overload
+    def expand(self, target: CompressionResult | Sequence[MessageLike]) -> Expansion: ...
+
+    def expand(self, target: str | CompressionResult | Sequence[MessageLike]) -> str | Expansion:
+        """:func:`ctxfold.expand` on this session's records: a render (or its messages)
+        back to the history it shows, or the originals behind a round id or an
+        ``[expand <id>]`` marker as text (:class:`ctxfold.ExpandError` for an id it
+        never wrote)."""
+        back: str | Expansion = expand(target, store=self._log.store)
+        return back
 
     def expand_tool(self, *, max_tokens: int = 4000) -> ExpandTool:
         """The expand tool over this session's originals, for the model."""
@@ -568,6 +576,7 @@ class Session:
             savings=fold.savings if fold else None,
             round_id=fold.round_id if fold else None,
             given=self._given,
+            store=self._log.store,
         )
 
     def _wanted(self, query: str, share: float, budget: int) -> int:

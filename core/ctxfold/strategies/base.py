@@ -445,6 +445,7 @@ class BaseCompressor(ABC):
                 round_id=round_id,
                 given=given,
                 warnings=grouping.warnings(),
+                store=get_store(self.rounds.store) if round_id or masked else None,
             )
 
     async def acompress(

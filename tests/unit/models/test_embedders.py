@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -23,8 +24,8 @@ from ctxfold.models.embedders import (
 from ctxfold.models.similarity import cosine_matrix
 from ctxfold.testing import find_data_dir, load_conversations
 
-np = pytest.importorskip("numpy", reason="the embedders need numpy: pip install 'ctxfold[all]'")
-pytest.importorskip("sklearn", reason="the TF-IDF embedder needs pip install 'ctxfold[all]'")
+np = pytest.importorskip("numpy", reason="the embedders need pip install 'ctxfold[semantic]'")
+pytest.importorskip("sklearn", reason="the TF-IDF embedder needs pip install 'ctxfold[semantic]'")
 
 REPO = Path(__file__).resolve().parents[3]
 HAS_WORDLLAMA = importlib.util.find_spec("wordllama") is not None
@@ -234,9 +235,18 @@ def test_tfidf_rejects_bad_settings_at_construction(options, words):
 
 def test_tfidf_without_scikit_learn_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "sklearn", None)
-    with pytest.raises(MissingDependencyError, match=r"pip install 'ctxfold\[all\]'") as info:
+    with pytest.raises(MissingDependencyError, match=r"pip install 'ctxfold\[semantic\]'") as info:
         TfidfEmbedder()
     assert isinstance(info.value, ImportError)
+
+
+def test_the_semantic_extra_installs_what_the_semantic_strategy_imports():
+    tomllib = pytest.importorskip("tomllib", reason="Python 3.11 reads pyproject.toml")
+    project = tomllib.loads((Path(__file__).parents[3] / "pyproject.toml").read_text())
+    extras = project["project"]["optional-dependencies"]
+    named = {re.split(r"[<>=;\[ ]", r, maxsplit=1)[0] for r in extras["semantic"]}
+    assert named == {"numpy", "scikit-learn"}
+    assert "semantic" in extras["all"][0]
 
 
 # ---------------------------------------------------------------------- cosine_matrix

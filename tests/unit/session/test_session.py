@@ -691,3 +691,23 @@ def test_a_render_announces_itself_with_the_stats_compress_gives() -> None:
     assert result.round_id is not None and result.stats.savings.get("selection", 0) > 0
     reopened = Session(session.session_id, store=session.store, budget=2000).render()
     assert reopened.stats.savings == result.stats.savings  # kept in the stored record
+
+
+@pytest.mark.parametrize("where", ["sqlite", "memory"])
+def test_expand_finds_a_sessions_render_given_its_store_or_none(where, tmp_path):
+    msgs = next(m for name, m in example_conversations() if "airline" in name)
+    spec = f"sqlite:///{tmp_path / 's.db'}" if where == "sqlite" else None
+    session = Session("support-7", budget=1500, store=spec)
+    session.add(msgs)
+    shown = session.render()
+    assert shown.round_id is not None
+    for back in (ctxfold.expand(shown, store=spec), ctxfold.expand(shown), session.expand(shown)):
+        assert back.complete and list(back.messages) == msgs
+    assert session.expand(list(shown.messages)).complete  # its messages alone, by the session
+    assert "user:" in session.expand(shown.round_id)
+    if spec is None:
+        return  # the process's shared store may hold the same round from another test
+    alone = ctxfold.expand(list(shown.messages), store=spec)  # without the session's part
+    assert alone.missing == (shown.round_id,)
+    with pytest.raises(ExpandError, match=r"Session.load\(session_id, store=...\).expand"):
+        ctxfold.expand(shown.round_id, store=spec)
