@@ -1,5 +1,6 @@
 """The ``ctxfold`` command: compress a conversation file, expand a compressed one back,
-render an agent run's turns afresh, or report token counts.
+write an HTML report of a compression, render an agent run's turns afresh, or report
+token counts.
 
 Exit codes: 0 success, 1 a conversation cannot fit its budget (or, for ``expand``, the
 store lacks some originals or holds altered ones), 2 bad input or usage, 3 the output
@@ -31,6 +32,7 @@ from .messages import Message, from_openai, to_openai
 from .recall import Query
 from .rendering import normalize_renderer
 from .rendering.turns import turns_from_messages
+from .report import report_page
 from .result import CompressionResult
 from .reversible import expand
 from .session.log import namespace
@@ -192,12 +194,16 @@ def _trace(result: CompressionResult, out: TextIO) -> None:
         print(line.rstrip(), file=out)
 
 
-def _cmd_compress(args: argparse.Namespace) -> int:
+def _compress_all(
+    args: argparse.Namespace, *, store: str | None = None
+) -> tuple[list[tuple[Conversation, CompressionResult]], bool, TokenCounter]:
+    """Each conversation of ``args.file`` compressed as the options say; with
+    ``store``, reversibly, the originals kept there."""
     convs, jsonl = load_file(args.file)
     counter = get_counter(args.counter)
     options = _parse_options(args.option)
-    if args.store is not None:  # reversible, with the originals where they outlive us
-        options = {**options, "reversible": True, "store": get_store(args.store)}
+    if store is not None:  # reversible, with the originals where they outlive us
+        options = {**options, "reversible": True, "store": get_store(store)}
     compressor = resolve_strategy(args.strategy, **options)
     # Without --store, originals would go to this process's memory, gone when it ends:
     # the output is plain unless the options ask otherwise.
@@ -221,24 +227,16 @@ def _cmd_compress(args: argparse.Namespace) -> int:
                 code=1,
             ) from None
         results.append((conv, result))
+    return results, jsonl, counter
 
-    for conv, result in results:
-        _write(conv, result.messages, jsonl, args.format)
 
+def _summary(
+    results: list[tuple[Conversation, CompressionResult]], counter: TokenCounter, default: str
+) -> None:
+    """The stats table of ``results`` on stderr."""
     actions = [a for a in _ACTIONS if any(r.decision_counts().get(a) for _, r in results)]
-    rows = [
-        [
-            "conversation",
-            "budget",
-            "tokens before",
-            "after",
-            "ratio",
-            "saved",
-            "messages",
-            *actions,
-            "ms",
-        ]
-    ]
+    head = ["conversation", "budget", "tokens before", "after", "ratio", "saved", "messages"]
+    rows = [[*head, *actions, "ms"]]
     for conv, r in results:
         s, counts = r.stats, r.decision_counts()
         rows.append(
@@ -254,18 +252,34 @@ def _cmd_compress(args: argparse.Namespace) -> int:
                 f"{s.elapsed_ms:.1f}",
             ]
         )
-    print(
-        f"strategy: {results[0][1].strategy if results else args.strategy}, "
-        f"counter: {counter.name}",
-        file=sys.stderr,
-    )
+    strategy = results[0][1].strategy if results else default
+    print(f"strategy: {strategy}, counter: {counter.name}", file=sys.stderr)
     _table(rows, sys.stderr)
+
+
+def _cmd_compress(args: argparse.Namespace) -> int:
+    results, jsonl, counter = _compress_all(args, store=args.store)
+    for conv, result in results:
+        _write(conv, result.messages, jsonl, args.format)
+    _summary(results, counter, args.strategy)
     if args.trace:
         for conv, r in results:
             print(f"\ntrace of {conv.label}:", file=sys.stderr)
             _trace(r, sys.stderr)
             for w in r.warnings:
                 print(f"  note: {w}", file=sys.stderr)
+    return 0
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    results, _, counter = _compress_all(args)
+    text = report_page([(conv.label, conv.messages, r) for conv, r in results])
+    try:
+        Path(args.output).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise OutputError(f"cannot write {args.output}: {exc.strerror or exc}") from None
+    _summary(results, counter, args.strategy)
+    print(f"report: {args.output}", file=sys.stderr)
     return 0
 
 
@@ -429,6 +443,16 @@ def _version() -> str:
     return __version__
 
 
+def _recall_options(parser: argparse.ArgumentParser) -> None:
+    q = parser.add_mutually_exclusive_group()
+    q.add_argument(
+        "--query",
+        help="recall the older passages this text bears on (default: the last message, "
+        "when it is the user's and asks something)",
+    )
+    q.add_argument("--no-recall", action="store_true", help="recall nothing for a query")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``ctxfold`` command."""
     parser = argparse.ArgumentParser(
@@ -480,14 +504,23 @@ def build_parser() -> argparse.ArgumentParser:
         help="keep the originals here and make the output reversible: "
         "sqlite:///originals.db (or a .db path) or redis://host:6379/0",
     )
-    q = c.add_mutually_exclusive_group()
-    q.add_argument(
-        "--query",
-        help="recall the older passages this text bears on (default: the last message, "
-        "when it is the user's and asks something)",
-    )
-    q.add_argument("--no-recall", action="store_true", help="recall nothing for a query")
+    _recall_options(c)
     c.set_defaults(run=_cmd_compress)
+    p = sub.add_parser(
+        "report",
+        help="compress, and write one self-contained HTML page showing the conversation "
+        "before and after, each decision, the folded originals and a chart",
+    )
+    p.add_argument("file", help="a conversation file, as for compress")
+    p.add_argument("--budget", required=True, help="as for compress")
+    p.add_argument("-o", "--output", default="report.html", help="default: report.html")
+    p.add_argument("--strategy", default="auto", help="strategy name (default: auto)")
+    p.add_argument("--counter", default="o200k_base")
+    p.add_argument(
+        "--option", action="append", default=[], metavar="KEY=VALUE", help="as for compress"
+    )
+    _recall_options(p)
+    p.set_defaults(run=_cmd_report)
     e = sub.add_parser(
         "expand", help="give back what a reversible compression folded (see compress --store)"
     )
