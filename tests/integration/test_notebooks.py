@@ -13,7 +13,13 @@ nbclient = pytest.importorskip("nbclient", reason="the dev extra installs it")
 EXPECTED = {
     "langchain_quickstart": ["every call valid: True", "the state holds every message: True"],
     "llamaindex_quickstart": ["pairing problems: [] order problems: []", "<compressed_history>"],
+    "core_tour": ["fits: True", "round trip exact: True"],
+    "agent_loop": ["ctxfold CompressionMiddleware: 14 calls", "0 over the budget or split"],
+    "chat_memory_recall": ["recall keeps the most at every budget: True"],
+    "benchmark_plots": ["auto shows the most identifiers: True"],
 }
+#: The notebooks that draw: each shows at least one chart.
+PICTURES = {"core_tour", "agent_loop", "chat_memory_recall", "benchmark_plots"}
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[2] / "notebooks").glob("*.ipynb"))
 
 
@@ -32,3 +38,5 @@ def test_a_notebook_runs(path: Path) -> None:
     assert not [o for o in outputs if o.get("output_type") == "error"]
     printed = "".join(o.get("text", "") for o in outputs)
     assert all(line in printed for line in EXPECTED[path.stem])
+    pictures = [o for o in outputs if "image/png" in o.get("data", {})]
+    assert pictures or path.stem not in PICTURES
