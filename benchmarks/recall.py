@@ -191,7 +191,8 @@ def main() -> None:
     for fraction in args.fractions:
         for name, method in methods.items():
             if method is not None:
-                rows.append(_measure(name, method, records, fraction, args.limit))
+                rows.append(measure(name, method, records, fraction, args.limit))
+                _print(rows[-1])
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
 
@@ -199,7 +200,7 @@ def main() -> None:
 TUNE = 2  # the first conversations: recall's settings were tuned on these
 
 
-def _measure(
+def measure(
     name: str, method: Method, records: list[dict[str, Any]], fraction: float, limit: int
 ) -> dict[str, Any]:
     """One method at one budget over every question: the share of findable answers
@@ -224,13 +225,16 @@ def _measure(
                 total[cat] += 1
                 found[cat] += answer in shown
     share = {c: found[c] / total[c] if total[c] else None for c in total}
-    row = {"fraction": fraction, "method": name, "share": share, "ms": statistics.median(ms)}
+    return {"fraction": fraction, "method": name, "share": share, "ms": statistics.median(ms)}
+
+
+def _print(row: dict[str, Any]) -> None:
+    share = row["share"]
     cells = " | ".join(
         "-" if share.get(c) is None else f"{share[c]:.1%}"
         for c in ("1", "2", "3", "4", "all", "tune", "held out")
     )
-    print(f"| {fraction:.0%} | {name} | {cells} | {row['ms']:.1f} |", flush=True)
-    return row
+    print(f"| {row['fraction']:.0%} | {row['method']} | {cells} | {row['ms']:.1f} |", flush=True)
 
 
 if __name__ == "__main__":

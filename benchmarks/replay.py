@@ -297,6 +297,7 @@ class Run:
     """What one method did on one conversation."""
 
     times: list[float] = field(default_factory=list)
+    history: list[int] = field(default_factory=list)  # the history's tokens at each render
     fills: list[float] = field(default_factory=list)
     sent: int = 0
     repeated: int = 0
@@ -329,6 +330,7 @@ def replay(
             run.errors.append(f"render {run.renders + 1}: {exc}")
             out = []
         run.times.append((time.perf_counter() - t) * 1000)
+        run.history.append(cum[k])
         last = k
         tokens = ENC.count_messages(out)
         shared = _shared_prefix_tokens(prev, out)

@@ -1,0 +1,74 @@
+"""``python -m benchmarks``: its report, its plots and its check against the baseline.
+(CI runs the whole thing at ``--size tiny --check`` on the shared data.)"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def bench() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bench_suite", REPO / "benchmarks/__main__.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_suite"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _rows(bench: ModuleType, retention: float) -> list:
+    return [
+        bench.Row("compare", "locomo", "25%", "ctxfold auto", 1.0, 1.0, retention, 0.25, 9.0),
+        bench.Row("compare", "locomo", "25%", "trim_messages", 1.0, 1.0, 0.3, 0.25, 4.0),
+        bench.Row(
+            "replay",
+            "locomo",
+            "8000",
+            "session",
+            1.0,
+            1.0,
+            0.8,
+            0.9,
+            1.0,
+            {"cost": 0.2, "latency": [(100, 1.0), (2000, 3.0)]},
+        ),
+    ]
+
+
+def test_the_check_fails_below_the_baseline_of_ctxfolds_rows(bench, tmp_path, monkeypatch):
+    monkeypatch.setattr(bench, "BASELINE", tmp_path / "baseline.json")
+    assert bench.check(_rows(bench, 0.7), "tiny")[0].startswith("no baseline")
+    bench.record_baseline(_rows(bench, 0.7), "tiny")
+    recorded = json.loads((tmp_path / "baseline.json").read_text())["tiny"]
+    assert sorted(recorded) == ["compare|locomo|25%|ctxfold auto", "replay|locomo|8000|session"]
+    assert bench.check(_rows(bench, 0.7), "tiny") == []
+    assert bench.check(_rows(bench, 0.75), "tiny") == []  # better is fine
+    worse = bench.check(_rows(bench, 0.69), "tiny")
+    assert worse == ["compare|locomo|25%|ctxfold auto: retention 0.69 < baseline 0.7"]
+    assert "holds no 'small' run" in bench.check(_rows(bench, 0.7), "small")[0]
+
+
+def test_the_report_and_plots(bench, tmp_path):
+    rows = [*_rows(bench, 0.7), *bench.stage_cost([1_000, 3_000], bench.Progress(2))]
+    meta = {"size": "tiny", "date": "2026-11-26", "machine": "test", "seconds": 1.0}
+    text = bench.report(rows, meta)
+    assert "## compare" in text and "## replay" in text and "## cost" in text
+    assert "| locomo | 8000 | session | 1.000 | 1.000 | 0.800 | 0.900 | 1.000 | 0.200 |" in text
+    made = bench.plots(rows, tmp_path)
+    assert made == ["retention.png", "latency.png", "cost.png"]
+    assert all((tmp_path / name).read_bytes()[:4] == b"\x89PNG" for name in made)
+
+
+def test_the_recorded_baseline_covers_every_stage(bench):
+    recorded = json.loads((REPO / "benchmarks" / "baseline.json").read_text())["tiny"]
+    stages = {key.split("|")[0] for key in recorded}
+    assert stages == {"compare", "replay", "recall", "agent"}
+    assert all(floors["fit"] in (None, 1.0) for floors in recorded.values())
