@@ -29,7 +29,7 @@ LAYERS: list[set[str]] = [
     {"pipeline"},
     {"strategies"},
     {"rendering", "session"},
-    {"_api", "cli", "__main__", "testing", "__init__"},
+    {"_api", "cli", "report", "__main__", "testing", "__init__"},
 ]
 
 
