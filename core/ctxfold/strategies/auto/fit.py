@@ -106,13 +106,11 @@ def fit(conv: Conversation, opts: AutoOptions, analyzer: Analyzer, notes: Notes)
 
     users = [i for i in range(n) if from_user(messages[i])]
     goal = " ".join(messages[i].text for i in {users[0], users[-1]}) if users else ""
-    docs = [analyzer(messages[i], tokens[i]).words for i in old_idx]
-    ctx = ScoreContext.from_words(docs, goal, conv.rarity)
+    # each message analysed once in this call, however small the process's memo
+    analyses = {i: analyzer(messages[i], tokens[i]) for i in old_idx}
+    ctx = ScoreContext.from_words([analyses[i].words for i in old_idx], goal, conv.rarity)
     ctx.repeated_later = frozenset(lines_repeated_later(messages, old_idx))
-    plans = {
-        i: make_plan(analyzer(messages[i], tokens[i]), i, ctx, note=is_note(messages[i]))
-        for i in old_idx
-    }
+    plans = {i: make_plan(analyses[i], i, ctx, note=is_note(messages[i])) for i in old_idx}
     if analyzer.layers.dedup:
         mark_duplicates(messages, plans)
 
