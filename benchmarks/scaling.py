@@ -1,27 +1,41 @@
-"""Time and peak memory of a strategy on very long histories (10K to 100K messages).
+"""Cost against the length of the history: 1K to 100K messages (1M+ tokens).
 
-    python benchmarks/scaling.py                          # semantic and auto, 10K 40K 100K
-    python benchmarks/scaling.py --sizes 10000 --strategies semantic
+    python benchmarks/scaling.py                          # 1K, 10K and 100K messages
+    python benchmarks/scaling.py --sizes 1000 10000 --budget 32000 --json out.json
 
-Each run is a fresh process, so its peak resident memory is its own: the table gives
-the peak over the process (imports and the history included), what the compression
-added to it, and the wall time of the compression. The history repeats the bundled
-example conversations' texts (so near-duplicates occur, as in agent loops) with a
-running number in every message, user and assistant turns alternating; the budget is
-10% of its tokens.
+For each size, each measure runs in a fresh process (its peak resident memory is its
+own, its caches cold):
+
+- ``compress``: one cold ``ctxfold.compress`` (auto) of the whole history;
+- ``trim``: LangChain's ``trim_messages`` (the newest messages that fit, same counter);
+- ``first render``: a fresh ``Session`` given the whole history, rendered once;
+- ``turns``: a ``Session`` built message by message, rendered before each assistant
+  message, as an agent loop does: the median and the worst render;
+- ``load``: ``Session.load`` of that session from its SQLite file, and its render.
+
+Reported: CPU seconds (wall beside), peak MB, the ratio of ``compress`` to ``trim``,
+and the exponent of CPU time against size fitted over the sizes (1.0: linear). The
+history repeats the bundled example conversations' texts with a running number in
+each message, user and assistant alternating; the budget is 32,000 tokens.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import resource
+import statistics
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
+MEASURES = ("compress", "trim", "first render", "turns", "load")
 
 
 def history(n: int) -> list[dict[str, str]]:
@@ -36,62 +50,176 @@ def history(n: int) -> list[dict[str, str]]:
     ]
 
 
-def child(strategy: str, n: int) -> None:
+# ------------------------------------------------------- one measure, in a child
+
+
+def _compress(msgs: list[Any], budget: int, _: Path) -> dict[str, Any]:
     import ctxfold
 
-    msgs = ctxfold.from_openai(history(n))
-    counter = ctxfold.get_counter("o200k_base")
-    budget = counter.count_messages(msgs) // 10
+    ctxfold.compress(msgs, budget=budget, reversible=False)
+    return {}
+
+
+def _trim(msgs: list[Any], budget: int, _: Path) -> dict[str, Any]:
+    from langchain_core.messages import trim_messages
+
+    from ctxfold import get_counter
+    from langchain_ctx import from_langchain
+
+    counter = get_counter("o200k_base")
+    trim_messages(
+        msgs,  # LangChain messages: converted before the clock started
+        max_tokens=budget,
+        strategy="last",
+        include_system=True,
+        token_counter=lambda ms: counter.count_messages(from_langchain(ms)),
+    )
+    return {}
+
+
+def _first_render(msgs: list[Any], budget: int, _: Path) -> dict[str, Any]:
+    import ctxfold
+
+    session = ctxfold.Session(budget=budget, store=ctxfold.MemoryStore())
+    session.add(msgs)
+    session.render()
+    return {}
+
+
+def _turns(msgs: list[Any], budget: int, db: Path) -> dict[str, Any]:
+    import ctxfold
+
+    session = ctxfold.Session("scaling", budget=budget, store=f"sqlite:///{db}")
+    renders: list[float] = []
+    for m in msgs:
+        if m.role == "assistant":
+            started = time.perf_counter()
+            session.render()
+            renders.append((time.perf_counter() - started) * 1000)
+        session.add(m)
+    return {"median_ms": statistics.median(renders), "worst_ms": max(renders)}
+
+
+def _load(msgs: list[Any], budget: int, db: Path) -> dict[str, Any]:
+    import ctxfold
+
+    session = ctxfold.Session.load("scaling", store=f"sqlite:///{db}", budget=budget)
+    session.render()
+    return {"messages": len(session.history)}
+
+
+RUN: dict[str, Callable[[list[Any], int, Path], dict[str, Any]]] = {
+    "compress": _compress,
+    "trim": _trim,
+    "first render": _first_render,
+    "turns": _turns,
+    "load": _load,
+}
+
+
+def child(measure: str, n: int, budget: int, db: Path) -> None:
+    import ctxfold
+
+    msgs: list[Any] = ctxfold.from_openai(history(n))
+    tokens = ctxfold.get_counter("o200k_base").count_messages(msgs)  # loads the encoding
+    if measure == "trim":  # a LangChain user has LangChain messages, and LangChain loaded
+        from langchain_core.messages import trim_messages  # noqa: F401
+
+        from langchain_ctx import to_langchain
+
+        msgs = to_langchain(msgs)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    started = time.perf_counter()
-    result = ctxfold.compress(
-        msgs, budget=budget, strategy=strategy, counter=counter, reversible=False
+    cpu, wall = time.process_time(), time.perf_counter()
+    extra = RUN[measure](msgs, budget, db)
+    out = {
+        "cpu": time.process_time() - cpu,
+        "wall": time.perf_counter() - wall,
+        "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "added_mb": (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024,
+        "tokens": tokens,
+        **extra,
+    }
+    print(json.dumps(out))
+
+
+# ----------------------------------------------------------------------- driver
+
+
+def _spawn(measure: str, n: int, budget: int, db: Path) -> dict[str, Any] | str:
+    done = subprocess.run(
+        [sys.executable, __file__, "--child", measure, str(n), str(budget), str(db)],
+        capture_output=True,
+        text=True,
+        check=False,
     )
-    seconds = time.perf_counter() - started
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(
-        json.dumps(
-            {
-                "seconds": seconds,
-                "peak_mb": peak / 1024,
-                "added_mb": (peak - before) / 1024,
-                "fits": result.stats.fits,
-                "messages_after": result.stats.messages_after,
-            }
-        )
-    )
+    if done.returncode != 0:
+        return (done.stderr.strip().splitlines() or ["?"])[-1]
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def exponent(points: list[tuple[int, float]]) -> float | None:
+    """The slope of log(time) against log(size), by least squares."""
+    pts = [(math.log(n), math.log(t)) for n, t in points if t > 0]
+    if len(pts) < 2:
+        return None
+    mx, my = statistics.mean(x for x, _ in pts), statistics.mean(y for _, y in pts)
+    den = sum((x - mx) ** 2 for x, _ in pts)
+    return sum((x - mx) * (y - my) for x, y in pts) / den if den else None
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", nargs="*", type=int, default=[10_000, 40_000, 100_000])
-    parser.add_argument("--strategies", nargs="*", default=["semantic", "auto"])
-    parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--sizes", nargs="*", type=int, default=[1_000, 10_000, 100_000])
+    parser.add_argument("--budget", type=int, default=32_000)
+    parser.add_argument("--measures", nargs="*", choices=MEASURES, default=list(MEASURES))
+    parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        child(args.child[0], int(args.child[1]))
+        child(args.child[0], int(args.child[1]), int(args.child[2]), Path(args.child[3]))
         return 0
-    print("| strategy | messages | seconds | peak MB | added MB | fits |")
-    print("|---|---|---|---|---|---|")
-    for strategy in args.strategies:
+    rows: dict[int, dict[str, Any]] = {}
+    print("| messages | tokens | measure | CPU s | wall s | peak MB | notes |")
+    print("|---|---|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as tmp:
         for n in args.sizes:
-            done = subprocess.run(
-                [sys.executable, __file__, "--child", strategy, str(n)],
-                capture_output=True,
-                text=True,
-                check=False,
-            )
-            if done.returncode != 0:
-                tail = (done.stderr.strip().splitlines() or ["?"])[-1]
-                print(f"| {strategy} | {n} | failed: exit {done.returncode}: {tail} ||||")
-                continue
-            r = json.loads(done.stdout.strip().splitlines()[-1])
-            print(
-                f"| {strategy} | {n} | {r['seconds']:.1f} | {r['peak_mb']:.0f} | "
-                f"{r['added_mb']:.0f} | {r['fits']} |",
-                flush=True,
-            )
+            db = Path(tmp) / f"session-{n}.db"
+            rows[n] = {}
+            for measure in args.measures:
+                r = _spawn(measure, n, args.budget, db)
+                rows[n][measure] = r
+                if isinstance(r, str):
+                    print(f"| {n} | - | {measure} | failed: {r} ||||", flush=True)
+                    continue
+                notes = ", ".join(
+                    f"{k} {v:.1f}" for k, v in r.items() if k in ("median_ms", "worst_ms")
+                )
+                print(
+                    f"| {n} | {r['tokens']} | {measure} | {r['cpu']:.2f} | {r['wall']:.2f} "
+                    f"| {r['peak_mb']:.0f} | {notes} |",
+                    flush=True,
+                )
+    _summary(rows)
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
     return 0
+
+
+def _summary(rows: dict[int, dict[str, Any]]) -> None:
+    ok = {n: r for n, r in rows.items() if isinstance(r.get("compress"), dict)}
+    for n, r in ok.items():
+        if isinstance(r.get("trim"), dict):
+            ratio = r["compress"]["cpu"] / max(r["trim"]["cpu"], 1e-9)
+            print(f"{n} messages: compress / trim_messages CPU {ratio:.1f}x")
+        if isinstance(r.get("first render"), dict):
+            ratio = r["first render"]["cpu"] / max(r["compress"]["cpu"], 1e-9)
+            print(f"{n} messages: first render / compress CPU {ratio:.2f}x")
+    for measure in ("compress", "trim", "first render"):
+        pts = [(n, r[measure]["cpu"]) for n, r in rows.items() if isinstance(r.get(measure), dict)]
+        slope = exponent(pts)
+        if slope is not None:
+            print(f"{measure}: CPU time grows as size^{slope:.2f}")
 
 
 if __name__ == "__main__":
