@@ -412,6 +412,12 @@ class Session:
                 folded = over or self._fold is not None  # there is something to recall
                 want = self._wanted(asked, share, b) if asked and folded else 0
                 compacting = over or self._view_tokens() > int(self.high_water * (b - want))
+                if compacting and self._fold is None:
+                    # The first compaction reads the whole history and analyses it
+                    # once: nothing to work ahead on, the rest waits for the next render.
+                    compact_into(self._compact, b, want, fits=not over)
+                    self._prepared = max(self._prepared, self._upto())
+                    return self._result(call, asked, share)
                 # A compaction shows the newest message (never folds it): the work
                 # ahead on it waits for the next render, off the compacting turn.
                 self._prepare(n - 1 if compacting else n)
