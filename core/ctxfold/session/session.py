@@ -18,10 +18,10 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import accumulate
 from types import MappingProxyType
-from typing import Any, TypedDict, overload
+from typing import Any, overload
 
 from .._state import default
-from ..contract import CounterSpec, MessageLike, Prepares, Strategy, WordCounts
+from ..contract import CounterSpec, MessageLike, Prepares, WordCounts
 from ..exceptions import (
     BudgetError,
     ConfigurationError,
@@ -49,13 +49,13 @@ from ..reversible.rounds import RoundSettings
 from ..reversible.tool import ExpandTool
 from ..storage.store import MemoryStore, VerbatimStore, get_store
 from ..strategies.base import check_budget, check_share
-from ..strategies.registry import normalize
 from ..text.scoring import content_words
 from ..tokens import TokenCounter, get_counter
 from .fold import compact, open_start
 from .log import Fold, SessionLog
+from .settings import check_strategy, check_water, gap_share
 
-__all__ = ["CompactionOptions", "Session"]
+__all__ = ["Session"]
 
 _STEP = "session"
 _RECORD_VERSION = 2  # of the record :attr:`Session.compaction` gives (1: no digest)
@@ -71,57 +71,6 @@ def _session_store() -> MemoryStore:
     """The store of sessions given none: one per process, never capped (a memory
     history lives as long as the process, as in every chat-history class)."""
     return default("sessions", MemoryStore)
-
-
-#: With ``low_water=None`` a compaction leaves room for about this many turns' growth
-#: (two messages a turn, at the history's mean size), so that about 1 render in 14
-#: begins a new prefix; the room is kept between these shares of the budget. (A
-#: longer gap leaves each compaction less room: 20 turns kept 3 points fewer LoCoMo
-#: answers at 4K, on either half of the conversations.)
-GAP_TURNS = 14
-GAP_RANGE = (0.1, 0.4)
-
-
-def _check_water(low_water: object, high_water: object) -> tuple[float | None, float]:
-    marks = (high_water,) if low_water is None else (low_water, high_water)
-    if any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in marks):
-        raise ConfigurationError(
-            f"low_water must be a number or None and high_water a number, got "
-            f"{low_water!r} and {high_water!r}"
-        )
-    high = float(high_water)  # type: ignore[arg-type]
-    low = high if low_water is None else float(low_water)  # type: ignore[arg-type]
-    if not 0 < low <= high <= 1:
-        raise ConfigurationError(
-            f"watermarks must satisfy 0 < low_water <= high_water <= 1 (shares of the "
-            f"budget), got low_water={low} and high_water={high}"
-        )
-    return (None if low_water is None else low), high
-
-
-def _check_strategy(strategy: Any) -> Strategy:
-    compressor = normalize(strategy)
-    if not isinstance(compressor, Strategy):
-        raise ConfigurationError(
-            f"a session compacts in reversible rounds, so its strategy must implement "
-            f"ctxfold.Strategy (compact, pin_roles, overflow); {compressor!r} does not: "
-            "use a built-in strategy name such as 'auto' or a BaseCompressor subclass"
-        )
-    return compressor
-
-
-class CompactionOptions(TypedDict, total=False):
-    """How a session compacts: the settings of :class:`Session` besides its id, budget
-    and store (for the wrappers that keep one session per conversation)."""
-
-    strategy: Any
-    counter: CounterSpec
-    cache_stable: bool
-    low_water: float | None
-    high_water: float
-    recall_share: float | None
-    recall_embedder: Any
-    redact: bool
 
 
 class Session:
@@ -143,7 +92,7 @@ class Session:
         low_water, high_water: shares of the budget: a render whose view would pass
             ``high_water`` (default 1.0) compacts down to ``low_water``. ``None`` (the
             default) sizes the room left for growth to the conversation: about
-            :data:`GAP_TURNS` turns at the history's mean message size, between 10%
+            ``settings.GAP_TURNS`` turns at the history's mean message size, between 10%
             and 40% of the budget (a chat of short turns keeps 90% of the budget,
             an agent whose tool results run to thousands of tokens 60%).
         recall_share: the share of the budget a render with a query keeps at most
@@ -189,12 +138,12 @@ class Session:
         self.redact = redact
         self.session_id = session_id
         self.budget = None if budget is None else check_budget(budget)
-        self.strategy = _check_strategy(strategy)
+        self.strategy = check_strategy(strategy)
         self.counter: TokenCounter = get_counter(counter)
         self._overhead = self.counter.count_messages([])  # reply priming
         self.store: VerbatimStore = _session_store() if store is None else get_store(store)
         self.cache_stable = cache_stable
-        self.low_water, self.high_water = _check_water(low_water, high_water)
+        self.low_water, self.high_water = check_water(low_water, high_water)
         self.recall_share = (
             None if recall_share is None else check_share("recall_share", recall_share)
         )
@@ -502,11 +451,7 @@ class Session:
         of the stored history, so a reopened session compacts where it would have."""
         if self.low_water is not None:
             return self.low_water
-        n = len(self._history)
-        per_message = self._cum[-1] / n if n else 0.0
-        lo, hi = GAP_RANGE
-        gap = min(max(2 * GAP_TURNS * per_message / max(budget, 1), lo), hi)
-        return max(self.high_water - gap, self.high_water / 2)
+        return gap_share(self.high_water, self._cum[-1], len(self._history), budget)
 
     def _upto(self) -> int:
         return self._fold.upto if self._fold else 0
