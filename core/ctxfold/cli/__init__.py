@@ -1,0 +1,190 @@
+"""The ``ctxfold`` command: compress a conversation file, expand a compressed one back,
+write an HTML report of a compression, render an agent run's turns afresh, or report
+token counts.
+
+Exit codes: 0 success, 1 a conversation cannot fit its budget (or, for ``expand``, the
+store lacks some originals or holds altered ones), 2 bad input or usage, 3 the output
+cannot be written (a full disk, no stdout or a failing one) or another failure of the
+environment. A reader that stops early (``| head``) is no failure: it got what it asked
+for, and the exit code does not depend on whether the output fitted the pipe's buffer.
+The command never shows a traceback (``CTXFOLD_DEBUG=1`` lets an unexpected error
+through, for a bug report).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+from collections.abc import Sequence
+
+from ..exceptions import CtxfoldError
+from .commands import compress, expand_cmd, render, report, stats
+from .files import CliError, load_file
+
+__all__ = ["CliError", "build_parser", "load_file", "main"]
+
+
+def _version() -> str:
+    from .. import __version__  # the package is imported by now: no cycle
+
+    return __version__
+
+
+def _recall_options(parser: argparse.ArgumentParser) -> None:
+    q = parser.add_mutually_exclusive_group()
+    q.add_argument(
+        "--query",
+        help="recall the older passages this text bears on (default: the last message, "
+        "when it is the user's and asks something)",
+    )
+    q.add_argument("--no-recall", action="store_true", help="recall nothing for a query")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``ctxfold`` command."""
+    parser = argparse.ArgumentParser(
+        prog="ctxfold",
+        description="Compress LLM conversations to a token budget.",
+        epilog=(
+            "exit codes: 0 success; 1 a conversation cannot fit its budget (expand: "
+            "originals missing or altered); 2 bad input or usage; 3 the output cannot be "
+            "written (full disk, closed or failing stdout); a reader that stops early "
+            "(| head) is no failure"
+        ),
+    )
+    parser.add_argument("--version", action="version", version=f"ctxfold {_version()}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("compress", help="compress conversations from a JSON or JSONL file")
+    c.add_argument(
+        "file",
+        help="OpenAI-format JSON (a list of messages or {'messages': [...]}),"
+        " JSONL (one conversation per line), or - for stdin",
+    )
+    c.add_argument(
+        "--budget",
+        required=True,
+        help="tokens (4000), or a share (25%%): the system prompt whole plus that share of "
+        "the other tokens of each conversation",
+    )
+    c.add_argument("--strategy", default="auto", help="strategy name (default: auto)")
+    c.add_argument(
+        "--counter",
+        default="o200k_base",
+        help="o200k_base, cl100k_base, a model name such as gpt-4o, or approx",
+    )
+    c.add_argument(
+        "--format",
+        choices=("openai", "text"),
+        default="openai",
+        help="output: OpenAI JSON (default) or a readable transcript",
+    )
+    c.add_argument("--trace", action="store_true", help="print every decision to stderr")
+    c.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a strategy option, e.g. --option keep_first=1 (repeatable)",
+    )
+    c.add_argument(
+        "--store",
+        help="keep the originals here and make the output reversible: "
+        "sqlite:///originals.db (or a .db path) or redis://host:6379/0",
+    )
+    _recall_options(c)
+    c.set_defaults(run=compress)
+    p = sub.add_parser(
+        "report",
+        help="compress, and write one self-contained HTML page showing the conversation "
+        "before and after, each decision, the folded originals and a chart",
+    )
+    p.add_argument("file", help="a conversation file, as for compress")
+    p.add_argument("--budget", required=True, help="as for compress")
+    p.add_argument("-o", "--output", default="report.html", help="default: report.html")
+    p.add_argument("--strategy", default="auto", help="strategy name (default: auto)")
+    p.add_argument("--counter", default="o200k_base")
+    p.add_argument(
+        "--option", action="append", default=[], metavar="KEY=VALUE", help="as for compress"
+    )
+    _recall_options(p)
+    p.set_defaults(run=report)
+    e = sub.add_parser(
+        "expand", help="give back what a reversible compression folded (see compress --store)"
+    )
+    e.add_argument(
+        "target",
+        help="a compressed JSON or JSONL file (or - for stdin): prints the original "
+        "conversation; or an id from '[ctxfold round <id>...]' or '[expand <id>]': "
+        "prints its original text",
+    )
+    e.add_argument("--store", required=True, help="the store given to compress --store")
+    e.add_argument(
+        "--session",
+        metavar="ID",
+        help="the id of the ctxfold.Session that wrote the target (it keeps its records "
+        "in a namespace of its own in the store)",
+    )
+    e.set_defaults(run=expand_cmd)
+    r = sub.add_parser(
+        "render",
+        help="read an agent run into turns and render them afresh (as at its next turn)",
+    )
+    r.add_argument("file", help="a conversation file, as for compress")
+    r.add_argument(
+        "--renderer",
+        default="single_user_coalesced",
+        help="single_user_coalesced (default), full_history, pressure, or a registered name",
+    )
+    r.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a renderer option, e.g. --option max_tool_calls=10 or --option budget=4000",
+    )
+    r.add_argument("--counter", default="o200k_base")
+    r.add_argument("--format", choices=("openai", "text"), default="openai")
+    r.set_defaults(run=render)
+    s = sub.add_parser("stats", help="report token counts of conversations in a file")
+    s.add_argument("file")
+    s.add_argument("--counter", default="o200k_base")
+    s.set_defaults(run=stats)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return the exit code (see the module's docstring)."""
+    args = build_parser().parse_args(argv)
+    try:
+        code: int = args.run(args)
+        if sys.stdout is not None:
+            sys.stdout.flush()  # a full disk shows here, not at exit
+    except CliError as exc:
+        return _fail(str(exc), exc.code)
+    except CtxfoldError as exc:
+        return _fail(str(exc), 2)
+    except BrokenPipeError:  # the reader took what it wanted (`| head`): not a failure
+        _quiet_stdout()
+        return 0
+    except OSError as exc:
+        _quiet_stdout()
+        return _fail(f"cannot write the output: {exc.strerror or exc}", 3)
+    except Exception as exc:  # a bug: one line, not a traceback
+        if os.environ.get("CTXFOLD_DEBUG"):
+            raise
+        return _fail(f"unexpected {type(exc).__name__}: {exc} (please report it)", 3)
+    return code
+
+
+def _fail(message: str, code: int) -> int:
+    with contextlib.suppress(OSError, ValueError, AttributeError):  # then the code says it
+        print(f"ctxfold: {message}", file=sys.stderr)
+    return code
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's last flush does not fail again."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -1,0 +1,161 @@
+"""Reading conversation files and writing the command's output: what can go wrong
+there is a :class:`CliError` with its exit code."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from .._json import TooDeepError
+from .._json import loads as json_loads
+from ..exceptions import InvalidMessageError
+from ..messages import Message, from_openai, to_openai
+
+__all__ = ["CliError", "Conversation", "OutputError", "emit", "load_file", "table", "write"]
+
+
+class CliError(Exception):
+    """A one-line reason to print before exiting with ``code``."""
+
+    def __init__(self, message: str, code: int = 2) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass
+class Conversation:
+    label: str
+    record: dict[str, Any] | None  # the surrounding record, or None for a bare list
+    messages: list[Message]
+
+
+def _read_text(path: str) -> str:
+    try:
+        if path == "-":
+            return sys.stdin.read()
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise CliError(f"cannot read {path}: {reason}") from None
+
+
+def _parse(path: str, text: str) -> tuple[list[Any], bool]:
+    """Return the JSON values in the file and whether it was JSONL."""
+    try:
+        return [json_loads(text)], False
+    except TooDeepError as exc:
+        raise CliError(f"{path}: {exc}; ctxfold reads no deeper JSON") from None
+    except json.JSONDecodeError as whole:
+        values: list[Any] = []
+        for n, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                values.append(json_loads(line))
+            except TooDeepError as exc:
+                raise CliError(f"{path}, line {n}: {exc}; ctxfold reads no deeper JSON") from None
+            except json.JSONDecodeError as exc:
+                err = whole if n == 1 else exc
+                where = f"line {err.lineno if n == 1 else n}, column {err.colno}"
+                raise CliError(f"{path} is not valid JSON or JSONL ({where}: {err.msg})") from None
+        if not values:
+            raise CliError(f"{path} is empty; expected a JSON list of messages or JSONL") from None
+        return values, True
+
+
+def load_file(path: str) -> tuple[list[Conversation], bool]:
+    """Read OpenAI-format conversations from a JSON or JSONL file (``-`` for stdin)."""
+    values, jsonl = _parse(path, _read_text(path))
+    convs: list[Conversation] = []
+    for n, value in enumerate(values):
+        label = f"{path}:{n + 1}" if jsonl else path
+        if isinstance(value, dict) and isinstance(value.get("messages"), list):
+            record: dict[str, Any] | None = value
+            raw = value["messages"]
+            label = str(value.get("id", label))
+        elif isinstance(value, list):
+            record, raw = None, value
+        else:
+            raise CliError(
+                f"{label}: expected a list of messages or an object with a 'messages' list"
+            )
+        try:
+            convs.append(Conversation(label, record, from_openai(raw)))
+        except InvalidMessageError as exc:
+            raise CliError(f"{label}: invalid message: {exc}") from None
+    return convs, jsonl
+
+
+def _render_text(messages: Sequence[Message]) -> str:
+    lines: list[str] = []
+    for m in messages:
+        head = m.role + (f" ({m.name})" if m.name else "")
+        if m.tool_call_id:
+            head += f" -> {m.tool_call_id}"
+        lines.append(f"[{head}]")
+        if m.text:
+            lines.append(m.text)
+        lines.extend(f"  call {c.id}: {c.name}({c.arguments})" for c in m.tool_calls)
+        lines.append("")
+    return "\n".join(lines)
+
+
+def table(rows: list[list[str]], out: TextIO) -> None:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for n, row in enumerate(rows):
+        cells = [
+            c.ljust(w) if i == 0 else c.rjust(w)
+            for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        ]
+        print("  ".join(cells).rstrip(), file=out)
+        if n == 0:
+            print("  ".join("-" * w for w in widths), file=out)
+
+
+def write(conv: Conversation, messages: Sequence[Message], jsonl: bool, fmt: str) -> None:
+    """One conversation's messages to stdout, in the shape it was read in."""
+    if fmt == "text":
+        emit(_render_text(messages) + "\n", escape=True)
+        return
+    payload: Any = to_openai(messages)
+    if conv.record is not None:
+        payload = {**conv.record, "messages": payload}
+    indent = None if jsonl else 2
+    text = json.dumps(payload, ensure_ascii=False, indent=indent)
+    if not _encodable(text):  # a lone surrogate (valid JSON escapes, no UTF-8 form)
+        text = json.dumps(payload, ensure_ascii=True, indent=indent)
+    emit(text + "\n")
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode(getattr(sys.stdout, "encoding", None) or "utf-8")
+    except (UnicodeEncodeError, LookupError):
+        return False
+    return True
+
+
+def emit(text: str, *, escape: bool = False) -> None:
+    """Write to stdout; what the output cannot hold is escaped (``escape``), and a
+    stdout that is closed or fails is an :class:`OutputError`."""
+    out = sys.stdout
+    if out is None:
+        raise OutputError("there is no standard output to write to")
+    if escape and not _encodable(text):
+        encoding = getattr(out, "encoding", None) or "utf-8"
+        text = text.encode(encoding, "backslashreplace").decode(encoding)
+    try:
+        out.write(text)
+    except ValueError as exc:  # a closed stream
+        raise OutputError(f"cannot write the output: {exc}") from None
+
+
+class OutputError(CliError):
+    """The output cannot be written: exit code 3."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, code=3)
