@@ -92,8 +92,8 @@ def condense(
     options = {"pin_roles": (), "reversible": False, "overflow": "best_effort", **options}
     compressor = resolve_strategy("auto", **options)
     whole = transcript(msgs)
-    if count.count_text(whole) <= max_tokens:
-        return whole
+    if count.count_text(whole) <= max_tokens and not getattr(compressor, "redact", False):
+        return whole  # (redacting, even a short history goes through compress's masking)
     budget = max_tokens
     text = whole
     for _ in range(_CONDENSE_TRIES):  # message framing and text framing count apart

@@ -247,9 +247,8 @@ def _forwards(sig: inspect.Signature) -> bool:
 def build(kind: str, label: str, factory: Callable[..., R], options: Mapping[str, Any]) -> R:
     """``factory(**options)``; an option it does not take is a
     :class:`ConfigurationError` naming the closest one and every one it takes."""
-    accepted = accepted_options(factory)
-    unknown = sorted(set(options) - set(accepted)) if accepted is not None else []
-    if unknown and accepted is not None:
+    accepted = accepted_options(factory)  # None: it forwards, its TypeError will say
+    if accepted is not None and (unknown := sorted(set(options) - set(accepted))):
         name = unknown[0]
         raise ConfigurationError(
             f"{kind} {label!r} has no option {name!r}{closest(name, accepted)}; "

@@ -166,6 +166,11 @@ def test_condense_writes_the_note_within_max_tokens_and_keeps_identifiers():
     assert ctxfold.condense(history, max_tokens=400) == text  # deterministic
     short = [{"role": "user", "content": "Book HAT039 for Ana."}]
     assert ctxfold.condense(short, max_tokens=50) == "user: Book HAT039 for Ana."
+    key = "sk-proj-" + "Ab3dE5gH7jK9mN1pQ3sT5vX7zB9dF1hJ3kL5"
+    said = [{"role": "user", "content": f"my key is {key}, keep it"}]
+    assert key in ctxfold.condense(said, max_tokens=200)
+    masked = ctxfold.condense(said, max_tokens=200, redact=True)  # short, yet masked
+    assert key not in masked and "[secret " in masked
 
 
 def test_condense_can_keep_the_originals_for_the_expand_tool(tmp_path):
