@@ -23,12 +23,16 @@ def loads(text: str | bytes) -> Any:
     document nested deeper than :data:`MAX_DEPTH` instead of recursing into it."""
     if isinstance(text, bytes):
         text = text.decode("utf-8")
+    try:
+        # Parsed first: text that is no JSON (a note, prose in brackets) fails at once,
+        # before a scan of its every character; the parser stops a runaway nesting
+        # with a RecursionError of its own.
+        value = json.loads(text)
+    except RecursionError:
+        raise TooDeepError(f"JSON nested deeper than {MAX_DEPTH} levels") from None
     if text.count("[") + text.count("{") > MAX_DEPTH:  # only then can it be too deep
         _check_depth(text)
-    try:
-        return json.loads(text)
-    except RecursionError:  # pragma: no cover - _check_depth stops these first
-        raise TooDeepError(f"JSON nested deeper than {MAX_DEPTH} levels") from None
+    return value
 
 
 def _check_depth(text: str) -> None:
