@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from collections.abc import Iterator
+from functools import lru_cache
 from typing import Any
 
 from .._json import loads as json_loads
@@ -48,6 +49,7 @@ _LEAD = "#=+@!?:.,-~^$%&\\"
 _TRAIL = ".,:;!?-=~^$%&\\"
 
 
+@lru_cache(maxsize=32_768)  # the same tokens recur across messages: numbers, paths, ids
 def _classify(tok: str) -> str | None:
     """The identifier kind of a whitespace-free token, or None for a plain word."""
     if "://" in tok:
@@ -171,8 +173,14 @@ def _identifier_tokens(text: str) -> Iterator[tuple[str, str, int, int]]:
     """:func:`find_identifiers` without inline code: every token that classifies."""
     for m in _CANDIDATE.finditer(text):
         tok = m.group()
-        if tok.isalpha() and (tok.islower() or tok[1:].islower() or tok.isupper()):
-            continue  # a plain word: the common case, decided fast
+        if tok.isdigit():
+            continue  # a number
+        if "/" not in tok and "\\" not in tok:  # the common case, decided fast:
+            word = tok.lstrip(_LEAD).rstrip(_TRAIL)  # a word with its punctuation
+            if word.isalpha() and (
+                len(word) < 3 or word.islower() or word[1:].islower() or word.isupper()
+            ):
+                continue
         start, end = m.start(), m.end()
         if start and text[start - 1] == "<":
             continue  # a closing tag such as </output>
