@@ -68,7 +68,7 @@ class ScoreContext:
 
     @classmethod
     def from_words(
-        cls, documents: Sequence[frozenset[str]], goal: str = "", rarity: WordCounts | None = None
+        cls, documents: Sequence[Collection[str]], goal: str = "", rarity: WordCounts | None = None
     ) -> ScoreContext:
         """Like :meth:`build`, from each document's content words (already found); with
         ``rarity``, a word is as rare as in the whole conversation those counts are of."""
@@ -161,7 +161,8 @@ class Features(NamedTuple):
     """What scoring needs to know of a sentence or line, independent of the conversation
     (so it can be cached per message); :func:`combine` adds the conversation's part."""
 
-    content: frozenset[str]  # content words (no stop words)
+    content: tuple[str, ...]  # content words (no stop words), each once, in no order
+    # (a tuple: the garbage collector stops tracking it, and it is a third of a set)
     base: float  # identifiers, numbers, errors, decisions
     factor: float  # penalties (filler, questions) and the piece's weight
     signal: bool  # holds numbers or identifiers
@@ -191,7 +192,7 @@ def features(
 
 
 _PATH_KINDS = frozenset({"path", "url"})
-_NO_WORDS: frozenset[str] = frozenset()
+_NO_WORDS: tuple[str, ...] = ()
 
 
 def segment_features(
@@ -218,7 +219,7 @@ def segment_features(
         ids = at - first
         low = seg.lower()
         words = content_of(low)
-        content = frozenset(words).difference(stop) if words else _NO_WORDS
+        content = tuple(set(words).difference(stop)) if words else _NO_WORDS
         numbers = len(numbers_of(seg)) if any_digit(seg) else 0
         base += min(numbers, 4)  # quantities, dates, versions
         caps = capitals(seg) if capitals else None

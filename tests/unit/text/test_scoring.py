@@ -7,10 +7,13 @@ from ctxfold.text.scoring import ScoreContext, combine, features
 
 def test_contractions_and_chat_filler_are_not_content():
     f = features("That's so true, I don't think it isn't amazing, totally agree!")
-    assert f.content == frozenset({"true"})
-    assert features("Caroline's painting won the prize.").content == frozenset(
-        {"caroline", "painting", "won", "prize"}
-    )
+    assert f.content == ("true",)  # each word once
+    assert sorted(features("Caroline's painting won the prize.").content) == [
+        "caroline",
+        "painting",
+        "prize",
+        "won",
+    ]
 
 
 def test_a_name_on_every_other_line_adds_little_a_rare_name_adds_much():

@@ -49,7 +49,7 @@ class Plan:
     pieces: list[Piece]
     segments: list[list[str]]
     scores: list[list[float]]
-    words: list[list[frozenset[str]]]  # content words of each segment
+    words: list[list[tuple[str, ...]]]  # content words of each segment
     chosen: list[list[bool]]
     calls: tuple[ToolCall, ...]
     call_scores: list[float]
@@ -148,7 +148,7 @@ def mark_duplicates(messages: list[Message], plans: dict[int, Plan]) -> None:
             p = plans[i]
             p.pieces = [Piece(SAME_AS_LATER, keep=True)]
             p.segments, p.scores, p.chosen = [[SAME_AS_LATER]], [[POLICY.pointer_score]], [[False]]
-            p.words = [[frozenset()]]
+            p.words = [[()]]
             p.deduplicated = True
             p.reasons = ["dedup:repeated_later"]
         later.add(text)

@@ -15,7 +15,7 @@ from .policy import POLICY
 
 __all__ = ["Item", "Selection", "items", "select", "trim"]
 
-_NO_WORDS: frozenset[str] = frozenset()
+_NO_WORDS: tuple[str, ...] = ()
 
 
 class Slot(IntEnum):
@@ -34,7 +34,7 @@ class Item(NamedTuple):
     plan: int  # message index, or Slot.IDENTIFIER
     piece: int  # Slot.CALL for a tool call
     seg: int
-    words: frozenset[str] = frozenset()  # a prose sentence's content words
+    words: tuple[str, ...] = ()  # a prose sentence's content words
 
 
 class Selection(NamedTuple):
@@ -137,7 +137,7 @@ def select(
             continue
         words = it.words
         if words and not rescored:
-            overlap = len(words & covered) / len(words)
+            overlap = len(covered.intersection(words)) / len(words)
             if overlap:
                 discounted = priority * (1.0 - POLICY.redundancy * overlap)
                 heapq.heappush(deferred, (discounted, it.order, k))
