@@ -32,7 +32,7 @@ from ...text.scoring import (
 )
 from .policy import POLICY
 
-__all__ = ["Analysis", "Analyzer"]
+__all__ = ["Analysis", "Analyzer", "call_identifiers"]
 
 
 @dataclass(frozen=True)
@@ -129,12 +129,19 @@ def _calls(
         calls = tuple(
             ToolCall(c.id, c.name, minify_json(c.arguments) or c.arguments, c.type) for c in calls
         )
+    texts = [f"{c.name}({c.arguments})" for c in calls]
+    return calls, texts, call_identifiers(calls)
+
+
+def call_identifiers(calls: Sequence[ToolCall]) -> list[tuple[str, str]]:
+    """The identifiers tool calls act on, each twice (what the assistant acted on
+    matters)."""
     identifiers: list[tuple[str, str]] = []
     for c in calls:
         acted = [(k, v) for k, v, _, _ in find_identifiers(json_strings(c.arguments))]
         acted += json_values(c.arguments, names=True)
         identifiers += acted + acted
-    return calls, [f"{c.name}({c.arguments})" for c in calls], identifiers
+    return identifiers
 
 
 @dataclass

@@ -20,6 +20,7 @@ from ..base import keep_only, overflow
 from ..newest import cut_in_place
 from .analysis import Analyzer
 from .assemble import Assembled, Layout, Notes, assemble
+from .horizon import candidates, glanced_plan, horizon
 from .plan import (
     Plan,
     id_value,
@@ -104,13 +105,7 @@ def fit(conv: Conversation, opts: AutoOptions, analyzer: Analyzer, notes: Notes)
     old_units = [u for u in free if u.start not in verbatim]
     old_idx = [i for u in old_units for i in u.indices]
 
-    users = [i for i in range(n) if from_user(messages[i])]
-    goal = " ".join(messages[i].text for i in {users[0], users[-1]}) if users else ""
-    # each message analysed once in this call, however small the process's memo
-    analyses = {i: analyzer(messages[i], tokens[i]) for i in old_idx}
-    ctx = ScoreContext.from_words([analyses[i].words for i in old_idx], goal, conv.rarity)
-    ctx.repeated_later = frozenset(lines_repeated_later(messages, old_idx))
-    plans = {i: make_plan(analyses[i], i, ctx, note=is_note(messages[i])) for i in old_idx}
+    plans, ctx = _plans(conv, old_idx, task, analyzer)
     if analyzer.layers.dedup:
         mark_duplicates(messages, plans)
 
@@ -143,6 +138,32 @@ def fit(conv: Conversation, opts: AutoOptions, analyzer: Analyzer, notes: Notes)
     if done is not None:
         return Fitted(*done, plans, pool, shown)
     return _fold_all(conv, layout, notes, opts)
+
+
+def _plans(
+    conv: Conversation, old_idx: list[int], task: int, analyzer: Analyzer
+) -> tuple[dict[int, Plan], ScoreContext]:
+    """Each older message's plan, scored in this conversation: analysed in full below
+    the horizon, and past it when its glance makes it a candidate; each message
+    analysed once in this call, however small the process's memo."""
+    messages, tokens = conv.messages, conv.tokens
+    users = [i for i in range(len(messages)) if from_user(messages[i])]
+    goal = " ".join(messages[i].text for i in {users[0], users[-1]}) if users else ""
+    keep = frozenset([task, *(i for i in old_idx if is_note(messages[i]))])
+    hz = horizon(messages, tokens, old_idx, conv.budget, keep)
+    analyses = {i: analyzer(messages[i], tokens[i]) for i in hz.near}
+    words = [analyses[i].words if i in analyses else hz.far[i].features.content for i in old_idx]
+    ctx = ScoreContext.from_words(words, goal, conv.rarity)
+    ctx.repeated_later = frozenset(lines_repeated_later(messages, old_idx))
+    for i in candidates(hz.far, tokens, ctx, conv.budget):
+        analyses[i] = analyzer(messages[i], tokens[i])
+    plans = {
+        i: make_plan(analyses[i], i, ctx, note=is_note(messages[i]))
+        if i in analyses
+        else glanced_plan(messages[i], i, hz.far[i])
+        for i in old_idx
+    }
+    return plans, ctx
 
 
 def carried_weights(messages: Sequence[Message], old_idx: list[int]) -> dict[int, dict[str, float]]:

@@ -39,6 +39,12 @@ class Policy:
     preserved_weight: float = 2.0  # a piece an adapter marks as preserved counts this much more
     people_echo: float = 2.0  # an id a person or the agent writes counts this much (tool output 1)
     call_scan_chars: int = 1500  # a tool call's text is scored on its first this many chars
+    horizon: float = 4.0  # budgets of the newest older messages analysed in full, and
+    horizon_floor: int = 64_000  # at least this many tokens (conversations this size are
+    # analysed whole); older messages are glanced (see ``horizon``)
+    candidates: float = 2.0  # budgets of glanced messages, the best, analysed in full too,
+    candidate_length: float = 0.75  # ranked by value / tokens ** this (less than 1: a long
+    # message may hold one good sentence; tuned on the first two LoCoMo conversations)
     pointer_score: float = 50.0  # a copy's pointer to the later message: chosen before all else
     # --- selection
     tag_cost: float = 3.0  # tokens a speaker tag and line break cost in the note

@@ -1,0 +1,126 @@
+"""Stage 1b, the horizon: older messages far past the budget are judged by a glance.
+
+A compaction of a history many times its budget keeps a few sentences of each
+thousand older messages; analysing every one of them in full (layers, adapters,
+segments, per-sentence features) is most of its cost. Past the horizon (the newest
+older messages that fill ``POLICY.horizon`` budgets, and at least
+``POLICY.horizon_floor`` tokens) a message gets a :class:`Glance` instead: its
+identifiers, content words, names, numbers, errors and decisions, found once over its
+whole text. Those features rank it; the best, until their tokens fill
+``POLICY.candidates`` budgets, get the full analysis and compete in the selection like
+any other; the rest are folded with only their identifiers and words counted (in the
+note's list and in the words' rarity). Below the horizon, nothing changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ...messages import Message, speaker_tag
+from ...text.adapters import Piece
+from ...text.primitives import find_identifiers
+from ...text.scoring import Features, ScoreContext, combine, segment_features
+from .analysis import call_identifiers
+from .plan import Plan
+from .policy import POLICY
+
+__all__ = ["Glance", "Horizon", "candidates", "glance", "glanced_plan", "horizon"]
+
+
+@dataclass(frozen=True, slots=True)
+class Glance:
+    """What one pass over a message's whole text finds: enough to rank it and to count
+    its identifiers and words, nothing to select from."""
+
+    features: Features
+    identifiers: tuple[tuple[str, str], ...]
+    echo: float
+
+
+def glance(m: Message, vocabulary: dict[str, str]) -> Glance:
+    """The message's glance; its words are interned in ``vocabulary`` (one string per
+    word across the history, not one per message)."""
+    text = m.text
+    found = list(find_identifiers(text))
+    f = segment_features([text], found)[0]
+    words = tuple(map(vocabulary.setdefault, f.content, f.content))
+    ids = [(kind, value) for kind, value, _, _ in found]
+    ids += call_identifiers(m.tool_calls)
+    echo = 1.0 if m.role == "tool" else POLICY.people_echo
+    return Glance(f._replace(content=words, line=""), tuple(ids), echo)
+
+
+@dataclass(frozen=True)
+class Horizon:
+    """Which older messages are analysed in full (``near``, in order) and which are
+    glanced (``far``, each with its glance)."""
+
+    near: list[int]
+    far: dict[int, Glance]
+
+
+def horizon(
+    messages: Sequence[Message],
+    tokens: Sequence[int],
+    old_idx: Sequence[int],
+    budget: int,
+    keep: frozenset[int],
+) -> Horizon:
+    """Split the older messages ``old_idx`` at the horizon; those in ``keep`` (the
+    task, earlier notes) are always near."""
+    reach = max(POLICY.horizon * budget, POLICY.horizon_floor)
+    seen = 0
+    cut = 0  # old_idx[:cut] lie past the horizon
+    for k in range(len(old_idx) - 1, -1, -1):
+        seen += tokens[old_idx[k]]
+        if seen > reach:
+            cut = k + 1
+            break
+    vocabulary: dict[str, str] = {}
+    far = {i: glance(messages[i], vocabulary) for i in old_idx[:cut] if i not in keep}
+    return Horizon([i for i in old_idx if i not in far], far)
+
+
+def candidates(
+    far: dict[int, Glance], tokens: Sequence[int], ctx: ScoreContext, budget: int
+) -> list[int]:
+    """The glanced messages worth a full analysis: the most valuable for their length,
+    until their tokens fill ``POLICY.candidates`` budgets."""
+    room = POLICY.candidates * budget
+    power = POLICY.candidate_length
+    rank = sorted(
+        far,
+        key=lambda i: (
+            -combine(far[i].features, ctx) / max(tokens[i], POLICY.min_cost) ** power,
+            i,
+        ),
+    )
+    out: list[int] = []
+    for i in rank:
+        if room <= 0:
+            break
+        out.append(i)
+        room -= tokens[i]
+    return sorted(out)
+
+
+def glanced_plan(m: Message, i: int, g: Glance) -> Plan:
+    """A folded message known by its glance: one segment that is never chosen (it
+    scores nothing), its identifiers for the note's list."""
+    return Plan(
+        i,
+        speaker_tag(m),
+        [Piece(m.text, keep=False)],
+        [[m.text]],
+        [[0.0]],
+        [[g.features.content]],
+        [[False]],
+        (),
+        [],
+        [],
+        ["horizon:glanced"],
+        1.0,
+        list(g.identifiers),
+        g.echo,
+    )
