@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from ..._state import LRU, memo
 from ...messages import Message, ToolCall, speaker_tag
@@ -32,7 +32,14 @@ from ...text.scoring import (
 )
 from .policy import POLICY
 
-__all__ = ["Analysis", "Analyzer", "call_identifiers"]
+__all__ = ["Analysis", "Analyzer", "PieceRow", "Row", "call_identifiers"]
+
+#: A segment's :class:`Features` as a plain tuple (``Features._make`` reads it back):
+#: the garbage collector stops tracking a plain tuple of strings and numbers, never a
+#: NamedTuple or a dataclass, and the memo holds thousands of messages of dozens of
+#: segments each. A :class:`Piece` is kept as ``PieceRow`` for the same reason.
+Row = tuple[tuple[str, ...], float, float, bool, str, tuple[str, ...]]
+PieceRow = tuple[str, bool, Literal["prose", "lines"], float]
 
 
 @dataclass(frozen=True)
@@ -40,9 +47,9 @@ class Analysis:
     """The part of a plan that depends on the message alone (cached across calls)."""
 
     tag: str
-    pieces: tuple[Piece, ...]
+    pieces: tuple[PieceRow, ...]  # Piece(*row)
     segments: tuple[tuple[str, ...], ...]
-    features: tuple[tuple[Features, ...], ...]
+    features: tuple[tuple[Row, ...], ...]  # each segment's, piece by piece
     calls: tuple[ToolCall, ...]
     call_features: tuple[Features, ...]
     reasons: tuple[str, ...]
@@ -89,9 +96,9 @@ class Analyzer:
         words: frozenset[str] = frozenset().union(*(f.content for fs in feats for f in fs))
         return Analysis(
             speaker_tag(m),
-            tuple(pieces),
+            tuple((p.text, p.keep, p.mode, p.weight) for p in pieces),
             tuple(segments),
-            tuple(feats),
+            tuple(tuple(_row(f) for f in fs) for fs in feats),
             calls,
             tuple(features(t[: POLICY.call_scan_chars]) for t in call_texts),
             tuple(draft.reasons),
@@ -117,6 +124,10 @@ class Analyzer:
         if rebuilt != text:
             draft.savings["adapters"] += round((len(text) - len(rebuilt)) / draft.cpt)
         return pieces
+
+
+def _row(f: Features) -> Row:
+    return (f.content, f.base, f.factor, f.signal, f.line, f.names)
 
 
 def _calls(

@@ -14,7 +14,7 @@ from ...messages import Message, ToolCall
 from ...result import NOTE_HEAD
 from ...text.adapters import Piece
 from ...text.primitives import KIND_WEIGHT, TokenSet
-from ...text.scoring import ScoreContext, combine
+from ...text.scoring import Features, ScoreContext, combine
 from .analysis import Analysis
 from .policy import POLICY
 
@@ -75,7 +75,8 @@ def make_plan(a: Analysis, i: int, ctx: ScoreContext, *, note: bool = False) -> 
     """How message ``i`` (analysed as ``a``) can be shown, scored for this conversation;
     a ``note`` folded again offers its content, not its furniture (see
     :func:`_furniture`)."""
-    scores = [[combine(f, ctx) for f in fs] for fs in a.features]
+    feats = [[Features._make(row) for row in rows] for rows in a.features]
+    scores = [[combine(f, ctx) for f in fs] for fs in feats]
     if note:
         for segs, row in zip(a.segments, scores, strict=True):
             for si in _furniture(segs):
@@ -84,10 +85,10 @@ def make_plan(a: Analysis, i: int, ctx: ScoreContext, *, note: bool = False) -> 
     return Plan(
         i,
         a.tag,
-        list(a.pieces),
+        [Piece(*row) for row in a.pieces],
         [list(x) for x in a.segments],
         scores,
-        [[f.content for f in fs] for fs in a.features],
+        [[f.content for f in fs] for fs in feats],
         [[False] * len(x) for x in a.segments],
         a.calls,
         call_scores,
