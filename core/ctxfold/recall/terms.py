@@ -5,6 +5,7 @@ stemming), the same for a question and for the history, so that they meet."""
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from .._state import LRU, memo
 from ..text.primitives import find_identifiers
@@ -20,6 +21,7 @@ _WHOLE = frozenset({"path", "url", "dotted", "id", "snake", "camel", "code"})
 _TERMS: LRU[tuple[str, ...]] = memo(20_000)
 
 
+@lru_cache(maxsize=65_536)  # a history says the same words again and again
 def stem(word: str) -> str:
     """A light English stemmer: enough that "paints", "painted" and "painting" meet,
     never so much that two different words do often."""
