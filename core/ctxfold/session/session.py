@@ -156,6 +156,9 @@ class Session:
         self._extend(history)
         for fold in folds:
             self._apply(fold)
+        # What the last compaction folded is never read again: the strategy works
+        # ahead on its prefix and the messages since, as an uninterrupted session had.
+        self._prepared = self._upto()
 
     @classmethod
     def load(cls, session_id: str, *, store: VerbatimStore | str, **settings: Any) -> Session:

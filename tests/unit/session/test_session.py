@@ -711,3 +711,29 @@ def test_expand_finds_a_sessions_render_given_its_store_or_none(where, tmp_path)
     assert alone.missing == (shown.round_id,)
     with pytest.raises(ExpandError, match=r"Session.load\(session_id, store=...\).expand"):
         ctxfold.expand(shown.round_id, store=spec)
+
+
+class _Counting(ctxfold.AutoCompressor):
+    """``auto``, counting the messages it is asked to work ahead on."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.prepared: list[Message] = []
+
+    def prepare(self, messages: Any, tokens: Any) -> None:
+        self.prepared += messages
+        super().prepare(messages, tokens)
+
+
+def test_a_reopened_session_works_ahead_only_on_what_its_last_compaction_left() -> None:
+    store = MemoryStore()
+    _, msgs = example_conversations()[0]
+    s = Session("r", budget=1500, store=store)
+    last = _replay(s, msgs, 1500)[-1]
+    assert s.folded > 0  # it compacted
+    counting = _Counting()
+    again = Session.load("r", store=store, budget=1500, strategy=counting)
+    assert _wire(again.render()) == _wire(last)  # what the session would have rendered
+    prefix = len(last.messages) - (len(msgs) - s.folded)
+    # the prefix (its note and what it kept) and the messages since: not the history
+    assert len(counting.prepared) <= prefix + len(msgs) - s.folded < len(msgs)
