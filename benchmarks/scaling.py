@@ -212,9 +212,10 @@ def _summary(rows: dict[int, dict[str, Any]]) -> None:
         if isinstance(r.get("trim"), dict):
             ratio = r["compress"]["cpu"] / max(r["trim"]["cpu"], 1e-9)
             print(f"{n} messages: compress / trim_messages CPU {ratio:.1f}x")
-        if isinstance(r.get("first render"), dict):
-            ratio = r["first render"]["cpu"] / max(r["compress"]["cpu"], 1e-9)
-            print(f"{n} messages: first render / compress CPU {ratio:.2f}x")
+        for measure in ("first render", "load"):
+            if isinstance(r.get(measure), dict):
+                ratio = r[measure]["cpu"] / max(r["compress"]["cpu"], 1e-9)
+                print(f"{n} messages: {measure} / compress CPU {ratio:.2f}x")
     for measure in ("compress", "trim", "first render"):
         pts = [(n, r[measure]["cpu"]) for n, r in rows.items() if isinstance(r.get(measure), dict)]
         slope = exponent(pts)
