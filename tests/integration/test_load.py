@@ -31,5 +31,8 @@ def test_sessions_survive_kills_and_a_redis_restart_exactly(tmp_path: Path) -> N
     assert proc.returncode == 0, proc.stdout + proc.stderr
     report = json.loads(out.read_text())
     assert report["wrong"] == [] and report["failed_workers"] == []
-    assert report["turns"] + report["cold_turns"] == 24 * 12
+    # every turn is stored (``wrong`` compares each session's whole history); a worker
+    # killed after storing a turn and before logging it loses that one log line
+    logged = report["turns"] + report["cold_turns"]
+    assert 24 * 12 - report["kills"] <= logged <= 24 * 12
     assert report["kills"] == 2 and report["redis_restarts"] == 1
