@@ -156,9 +156,6 @@ class Session:
         self._extend(history)
         for fold in folds:
             self._apply(fold)
-        # What the last compaction folded is never read again: the strategy works
-        # ahead on its prefix and the messages since, as an uninterrupted session had.
-        self._prepared = self._upto()
 
     @classmethod
     def load(cls, session_id: str, *, store: VerbatimStore | str, **settings: Any) -> Session:
@@ -368,7 +365,6 @@ class Session:
                     # The first compaction reads the whole history and analyses it
                     # once: nothing to work ahead on, the rest waits for the next render.
                     compact_into(self._compact, b, want, fits=not over)
-                    self._prepared = max(self._prepared, self._upto())
                     return self._result(call, asked, share)
                 # A compaction shows the newest message (never folds it): the work
                 # ahead on it waits for the next render, off the compacting turn.
@@ -435,8 +431,10 @@ class Session:
         """Let the strategy work ahead on what is new since the last render (up to
         message ``end``): the messages added, and the prefix the last compaction wrote
         (its note), so that a compaction does only what depends on the whole, a little
-        on every turn rather than all at once when the budget is passed."""
-        start = self._prepared
+        on every turn rather than all at once when the budget is passed. What the
+        current compaction folded is never read again (after a first compaction, or
+        in a session reopened from its store)."""
+        start = max(self._prepared, self._upto())
         fold, strategy = self._fold, self.strategy
         if isinstance(strategy, Prepares):  # one check per render, not per message
             if start < end:
