@@ -20,9 +20,10 @@ import pytest
 
 import ctxfold
 from ctxfold import BudgetError, ConfigurationError, ExpandError, Message, to_openai
-from ctxfold.result import RECALL_KEY, without_recall
+from ctxfold.result import RECALL_KEY, is_note, without_recall
 from ctxfold.session import Session
 from ctxfold.storage import MemoryStore, RedisStore, SQLiteStore
+from ctxfold.strategies.auto.analysis import Analyzer
 from ctxfold.testing import check_continuation, check_tool_integrity
 from ctxfold.validity import turn_order_problems
 from tests.conftest import example_conversations, examples_and_shared
@@ -352,6 +353,36 @@ def test_working_ahead_only_fills_caches_the_renders_are_the_same() -> None:
             cold.append(cold_session.render())
         cold_session.add(m)
     assert [_wire(r) for r in cold] == [_wire(r) for r in warm]
+
+
+def test_a_compaction_finds_the_note_it_folds_again_analysed_ahead(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    analyse, compact = Analyzer._analyse, ctxfold.AutoCompressor.compact
+    compacting: list[bool] = []
+    notes_analysed_in_compactions: list[Message] = []
+
+    def spy_analyse(self: Analyzer, m: Message, tok: int) -> Any:
+        if compacting and is_note(m):
+            notes_analysed_in_compactions.append(m)
+        return analyse(self, m, tok)
+
+    def spy_compact(self: ctxfold.AutoCompressor, conv: Any) -> Any:
+        compacting.append(True)
+        try:
+            return compact(self, conv)
+        finally:
+            compacting.pop()
+
+    monkeypatch.setattr(Analyzer, "_analyse", spy_analyse)
+    monkeypatch.setattr(ctxfold.AutoCompressor, "compact", spy_compact)
+    ctxfold.clear_caches()
+    _, msgs = example_conversations()[0]  # its notes join the leading system block
+    session = Session(budget=1500, store=MemoryStore())
+    renders = _replay(session, msgs, 1500)
+    assert len({r.round_id for r in renders}) >= 4  # it compacted again and again
+    assert {m.role for r in renders for m in r.messages if is_note(m)} >= {"system"}
+    assert notes_analysed_in_compactions == []  # the renders between did it
 
 
 @pytest.mark.parametrize("strategy", ["sliding_window", "hierarchical"])

@@ -9,6 +9,7 @@ from ...contract import Compaction, Conversation
 from ...exceptions import ConfigurationError
 from ...messages import ROLES, Message
 from ...models.summarizers import Summarizer, as_summarizer
+from ...result import is_note
 from ...text.adapters import FormatAdapter
 from ...text.layers import Layers
 from ..base import BaseCompressor, CachedOptions, check_choice, check_share
@@ -92,10 +93,11 @@ class AutoCompressor(BaseCompressor):
 
     def prepare(self, messages: Sequence[Message], tokens: Sequence[int]) -> None:
         """Analyse each message alone ahead of a compaction (memoized by content, as a
-        compaction would): a session calls this as messages arrive."""
+        compaction would): a session calls this as messages arrive, and on the note its
+        last compaction wrote (a note is folded again, never pinned, whatever its role)."""
         analyzer = Analyzer(self.layers, self.adapters)
         for m, t in zip(messages, tokens, strict=True):
-            if m.role not in self.pin_roles:
+            if m.role not in self.pin_roles or is_note(m):
                 analyzer(m, t)
 
     def compact(self, conv: Conversation) -> Compaction:
