@@ -27,15 +27,15 @@ __all__ = [
 
 _EXT = word_list("file_extensions")
 _TOKEN_CHARS = r"[^\s\"'`<>()\[\]{},;|*=]"
-# Tokens holding a character identifiers have and words lack (/ \ . _ : a digit, or an
-# inner capital). The look-behind anchors at token starts, so scanning stays linear.
-_CANDIDATE = re.compile(
-    rf"(?<!{_TOKEN_CHARS}){_TOKEN_CHARS}*?(?:[/\\._0-9:]|[a-z][A-Z]){_TOKEN_CHARS}*"
-)
-# What every text holding a candidate identifier has: one of / \\ _ or a digit, a dot or
-# colon inside a token (one at its edge is trimmed away), or an inner capital. Prose
-# mostly has none: one quick search spares the token scan.
-_MAYBE_IDENTIFIER = re.compile(rf"[/\\_0-9]|[.:](?={_TOKEN_CHARS})|[a-z][A-Z]")
+# What an identifier has and a word lacks: one of / \ _ or a digit, a dot or colon
+# followed by more of the token (one at its end is trimmed away: "end." is a word, ":"
+# alone nothing), or an inner capital.
+_MARK = rf"[/\\_0-9]|[.:]{_TOKEN_CHARS}|[a-z][A-Z]"
+# The tokens that hold a mark. The look-behind anchors at token starts, so scanning
+# stays linear.
+_CANDIDATE = re.compile(rf"(?<!{_TOKEN_CHARS}){_TOKEN_CHARS}*?(?:{_MARK}){_TOKEN_CHARS}*")
+# Prose mostly has no mark: one quick search spares the token scan.
+_MAYBE_IDENTIFIER = re.compile(_MARK)
 _GREP_CONTEXT = re.compile(r"\.([A-Za-z0-9]{1,8})(?:-|:(?![\d:]))")
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?")
 _INNER_CAP = re.compile(r"[a-z0-9][A-Z]")
