@@ -7,7 +7,6 @@ import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from functools import cached_property
 from types import MappingProxyType
 from typing import Any
 
@@ -111,6 +110,8 @@ class ContentPart:
 
 Content = str | tuple[ContentPart, ...] | None
 
+_NO_METADATA: Mapping[str, Any] = MappingProxyType({})
+
 
 @dataclass(frozen=True)
 class Message:
@@ -140,7 +141,9 @@ class Message:
             object.__setattr__(self, "content", tuple(self.content))
         if isinstance(self.tool_calls, list):
             object.__setattr__(self, "tool_calls", tuple(self.tool_calls))
-        if not isinstance(self.metadata, MappingProxyType):
+        if not self.metadata:  # most messages: one shared empty mapping, not two objects
+            object.__setattr__(self, "metadata", _NO_METADATA)
+        elif not isinstance(self.metadata, MappingProxyType):
             object.__setattr__(self, "metadata", MappingProxyType(dict(self.metadata)))
 
     # Value semantics: equal messages hash alike; metadata is not part of the value.
@@ -174,9 +177,20 @@ class Message:
             return ""
         return "\n".join(p.text for p in self.content if p.text is not None)
 
-    @cached_property
+    @property
     def fingerprint(self) -> str:
-        """SHA-256 of what the model sees (role, content, name, calls, call id, extras)."""
+        """SHA-256 of what the model sees (role, content, name, calls, call id, extras);
+        computed once. (Kept as a plain attribute, not by ``cached_property``, whose
+        instance ``__dict__`` would be one more object per message for the garbage
+        collector to walk in a long history.)"""
+        try:
+            return self._fingerprint  # type: ignore[attr-defined,no-any-return]
+        except AttributeError:
+            fingerprint = self._digest()
+            object.__setattr__(self, "_fingerprint", fingerprint)
+            return fingerprint
+
+    def _digest(self) -> str:
         content = self.content
         if isinstance(content, tuple):
             content = _dumps([p.to_dict() for p in content])

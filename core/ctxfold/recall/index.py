@@ -5,13 +5,14 @@ against a query's terms; built once and extended as a conversation grows."""
 from __future__ import annotations
 
 import math
+import struct
 from array import array
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Collection, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, overload
 
 from .._state import LRU, memo
 from ..messages import Message, speaker_tag
@@ -46,6 +47,44 @@ class Passage:
     text: str
     whole: bool
     call: bool = False
+
+
+_WHOLE, _CALL = 1, 2  # a passage's flags, one byte each
+_U32 = struct.Struct("I").pack  # a posting's number, as ``array("I")`` reads it
+
+
+class Passages(Sequence[Passage]):
+    """The index's passages, kept as columns (their messages, texts and flags) and
+    made :class:`Passage` objects when read: a long history's hundreds of thousands
+    of passages are then three objects for the garbage collector, not one each."""
+
+    def __init__(self) -> None:
+        self.messages = array("I")
+        self.texts: list[str] = []
+        self.flags = bytearray()
+
+    def append(self, message: int, text: str, whole: bool, call: bool) -> None:
+        """Add the next passage."""
+        self.messages.append(message)
+        self.texts.append(text)
+        self.flags.append((_WHOLE if whole else 0) | (_CALL if call else 0))
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    @overload
+    def __getitem__(self, pid: int) -> Passage: ...
+
+    @overload
+    def __getitem__(self, pid: slice) -> list[Passage]: ...
+
+    def __getitem__(self, pid: int | slice) -> Passage | list[Passage]:
+        if isinstance(pid, slice):
+            return [self[k] for k in range(*pid.indices(len(self)))]
+        flags = self.flags[pid]
+        return Passage(
+            self.messages[pid], self.texts[pid], bool(flags & _WHOLE), bool(flags & _CALL)
+        )
 
 
 _SPLIT: LRU[tuple[tuple[str, bool, bool], ...]] = memo(20_000)
@@ -90,18 +129,19 @@ class RecallIndex:
         self.embedder = embedder
         self._vectors: list[npt.NDArray[np.float32]] = []  # blocks of passage rows
         self._embedded = 0  # passages embedded so far
-        self.passages: list[Passage] = []
+        self.passages = Passages()
         self.speakers: list[str] = []  # per message
         self.names: set[str] = set()  # the speakers' names, as terms
         self._briefs: dict[int, tuple[str, frozenset[str]]] = {}
         self.stamps: list[str | None] = []  # per message: its time context
         self.days: list[date | None] = []  # per message: the day its stamp names
         self.opens: list[bool] = []  # per message: whether it opens with its stamp
-        self._first: list[int] = [0]  # per message: its first passage; then the count
-        # per term: the passages holding it, in order, and how often each does (two
-        # arrays of 4-byte ints: a million postings take 8 MB, not 64 as tuples would)
-        self._postings: dict[str, tuple[array[int], array[int]]] = {}
-        self._lengths: list[int] = []
+        self._first = array("I", [0])  # per message: its first passage; then the count
+        # per term: the passages holding it, in order, and how often each does, as
+        # 4-byte ints in two byte strings (a million postings take 8 MB, not 64 as
+        # tuples would; and a byte string is nothing the garbage collector walks)
+        self._postings: dict[str, tuple[bytearray, bytearray]] = {}
+        self._lengths = array("I")
         self._total = 0
         self._costs: dict[tuple[str, int, bool], int] = {}
         self._carries: dict[int, float] = {}
@@ -133,16 +173,16 @@ class RecallIndex:
                     self._costs.clear()
                 for text, whole, call in passages_of(m):
                     pid = len(self.passages)
-                    self.passages.append(Passage(k, text, whole, call))
+                    self.passages.append(k, text, whole, call)
                     found = Counter(terms(text))
                     if name:
                         found[name] += 1
                     for term, tf in found.items():
                         posting = postings.get(term)
                         if posting is None:
-                            posting = postings[term] = (array("I"), array("I"))
-                        posting[0].append(pid)
-                        posting[1].append(tf)
+                            posting = postings[term] = (bytearray(), bytearray())
+                        posting[0].extend(_U32(pid))
+                        posting[1].extend(_U32(tf))
                     size = sum(found.values())
                     self._lengths.append(size)
                     self._total += size
@@ -162,14 +202,14 @@ class RecallIndex:
         errors, decisions: the engine's base score of a sentence), found once."""
         hit = self._carries.get(pid)
         if hit is None:
-            hit = self._carries[pid] = features(self.passages[pid].text).base
+            hit = self._carries[pid] = features(self.passages.texts[pid]).base
         return hit
 
     def shown(self, pid: int, full: bool = False) -> str:
         """Passage ``pid``'s text as a recall block shows it: ``full``, or brief: in
         prose, the sentences that say next to nothing ("Wow, Mel!", "Thanks!") left
         out (marked ``...``) when another says something."""
-        return self.passages[pid].text if full else self._brief(pid)[0]
+        return self.passages.texts[pid] if full else self._brief(pid)[0]
 
     def leaves_out(self, pid: int) -> frozenset[str]:
         """The terms of the sentences the brief text of passage ``pid`` leaves out (a
@@ -198,11 +238,11 @@ class RecallIndex:
         import numpy as np
 
         if not getattr(self.embedder, "per_text", True):  # vectors of one batch (TF-IDF)
-            rows = embed(self.embedder, [query, *(p.text for p in self.passages[:end])], cache=None)
+            rows = embed(self.embedder, [query, *self.passages.texts[:end]], cache=None)
             sims = rows[1:] @ rows[0]
             return {pid: float(v) for pid, v in enumerate(sims) if v > 0}
         if self._embedded < end:
-            texts = [p.text for p in self.passages[self._embedded : end]]
+            texts = self.passages.texts[self._embedded : end]
             self._vectors.append(embed(self.embedder, texts, cache=None))
             self._embedded = end
         rows = np.concatenate(self._vectors) if len(self._vectors) > 1 else self._vectors[0]
@@ -247,7 +287,9 @@ class RecallIndex:
             posting = self._postings.get(term)
             if posting is None:
                 continue
-            pids, tfs = posting
+            pids, tfs = array("I"), array("I")  # copies: a view would pin the bytes
+            pids.frombytes(posting[0])
+            tfs.frombytes(posting[1])
             df = len(pids)
             idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
             stop = bisect_left(pids, end)

@@ -57,7 +57,7 @@ class Analysis:
     identifiers: tuple[tuple[str, str], ...]
     echo: float
     savings: Mapping[str, int]
-    words: frozenset[str]  # content words, for the conversation's word rarity
+    words: tuple[str, ...]  # content words (each once), for the conversation's word rarity
 
 
 _ANALYSES: LRU[Analysis] = memo(5_000)
@@ -93,7 +93,7 @@ class Analyzer:
         pieces = self._pieces(draft)
         segments, feats = _segments(pieces, draft)
         echo = 1.0 if m.role == "tool" else POLICY.people_echo  # ids people repeat matter
-        words: frozenset[str] = frozenset().union(*(f.content for fs in feats for f in fs))
+        words = tuple(set().union(*(f.content for fs in feats for f in fs)))
         return Analysis(
             speaker_tag(m),
             tuple((p.text, p.keep, p.mode, p.weight) for p in pieces),
