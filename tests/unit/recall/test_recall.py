@@ -9,8 +9,8 @@ from datetime import date, datetime, timezone
 import pytest
 
 import ctxfold
-from ctxfold import ConfigurationError, Message, from_openai, to_openai
-from ctxfold.recall import RecallIndex, default_query, resolve_query
+from ctxfold import ConfigurationError, Message, ToolCall, from_openai, to_openai
+from ctxfold.recall import Passage, RecallIndex, default_query, resolve_query
 from ctxfold.recall.periods import TOLD_WITHIN, Period, day_of, periods
 from ctxfold.recall.select import rank
 from ctxfold.recall.stamps import stamp_of
@@ -90,6 +90,28 @@ def test_an_index_extended_message_by_message_scores_as_one_built_at_once() -> N
     best = max(found, key=found.__getitem__)
     assert "4471" in whole.passages[best].text
     assert all(whole.passages[p].message < 11 for p in whole.search(query, before=11))
+
+
+def test_the_passages_read_back_as_they_were_indexed() -> None:
+    call = ToolCall("c1", "lookup_order", '{"order_id": "ORD-4471"}')
+    long = " ".join(
+        f"Step {k} of the migration moved table t{k} to the new cluster." for k in range(40)
+    )
+    msgs = [
+        Message("user", "Where is my order ORD-4471?"),
+        Message("assistant", "", tool_calls=(call,)),
+        Message("tool", '{"status": "shipped"}', tool_call_id="c1"),
+        Message("user", long),
+    ]
+    index = RecallIndex(msgs)
+    assert index.passages[0] == Passage(0, "Where is my order ORD-4471?", True, False)
+    (shown_call,) = [index.passages[p] for p in index.of_message(1)]
+    assert shown_call.call and shown_call.message == 1 and "ORD-4471" in shown_call.text
+    parts = [index.passages[p] for p in index.of_message(3)]
+    assert len(parts) > 1 and not any(p.whole for p in parts)  # a long one, in runs
+    assert " ".join(p.text for p in parts) == long
+    assert index.passages[1:3] == [index.passages[1], index.passages[2]]
+    assert len(index.passages) == index.of_message(3).stop
 
 
 def test_a_ranking_kept_on_an_index_is_dropped_when_the_index_grows() -> None:
