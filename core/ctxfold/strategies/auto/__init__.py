@@ -12,10 +12,10 @@ messages ─► analysis ─► plan ─► select ─► assemble ─► fit �
    whole units stay verbatim (:mod:`.fit`, the first step of the loop).
 2. :mod:`.analysis`: older messages go through the encoding layers (dedup, truncation,
    JSON, whitespace) and the format adapters, which mark what to preserve and what is
-   compressible; the result is memoized by content. Past the horizon (:mod:`.horizon`,
-   older messages beyond a few budgets and 64,000 tokens) a message is only glanced at:
-   its identifiers and words counted, and a full analysis only for those its glance
-   ranks best.
+   compressible; the result is memoized by content (a long earlier note's, line by line).
+   Past the horizon (:mod:`.horizon`, older messages beyond a few budgets and 64,000
+   tokens) a message is only glanced at: its identifiers and words counted, and a full
+   analysis only for those its glance ranks best.
 3. :mod:`.plan`: each segment is scored for this conversation; copies of later
    messages and the identifiers worth listing are found.
 4. :mod:`.select`: one global selection keeps the sentences, lines, tool calls and

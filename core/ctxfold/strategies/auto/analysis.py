@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from ..._state import LRU, memo
 from ...messages import Message, ToolCall, speaker_tag
+from ...result import is_note
 from ...text.adapters import FormatAdapter, Piece, adapters, registry_version, split_message_text
 from ...text.layers import (
     Layers,
@@ -61,6 +62,8 @@ class Analysis:
 
 
 _ANALYSES: LRU[Analysis] = memo(5_000)
+#: A note's lines, analysed one by one (see :meth:`Analyzer._note`): two notes' worth.
+_LINES: LRU[Analysis] = memo(8_000)
 
 
 class Analyzer:
@@ -75,7 +78,8 @@ class Analyzer:
         key = (m.fingerprint, tok, self.layers, self._adapter_key())
         hit = _ANALYSES.get(key)
         if hit is None:
-            hit = self._analyse(m, tok)
+            lines = tok >= POLICY.note_lines_from and isinstance(m.content, str) and is_note(m)
+            hit = self._note(m, tok) if lines else self._analyse(m, tok)
             _ANALYSES.put(key, hit)
         return hit
 
@@ -109,6 +113,61 @@ class Analyzer:
             words,
         )
 
+    def _note(self, m: Message, tok: int) -> Analysis:
+        """A long earlier note (``POLICY.note_lines_from`` tokens), line by line: each
+        line analysed alone (memoized by its text) and the lines joined. The next note
+        keeps most lines of the last, so a compaction that folds its note again analyses
+        only the lines new to it, not the whole note (tens of thousands of tokens at a
+        large budget)."""
+        # Its lines went through the layers in their own messages: no second pass.
+        plain = Analyzer(replace(self.layers, whitespace=False, json=False), self.adapters)
+        lines = [plain._line(line, m.role) for line in m.text.splitlines(keepends=True)]
+        cpt = max(max(len(m.text), 1) / max(tok - 3, 1), 1.0)
+        saved: Counter[str] = Counter()
+        for a in lines:
+            saved.update(a.savings)  # in characters: see _line
+        pieces, segments, features = _joined(lines)
+        return Analysis(
+            speaker_tag(m),
+            pieces,
+            segments,
+            features,
+            (),
+            (),
+            tuple(dict.fromkeys(r for a in lines for r in a.reasons)),
+            cpt,
+            tuple(x for a in lines for x in a.identifiers),
+            1.0 if m.role == "tool" else POLICY.people_echo,
+            {k: round(v / cpt) for k, v in saved.items()},
+            tuple(set().union(*(a.words for a in lines))),
+        )
+
+    def _line(self, line: str, role: str) -> Analysis:
+        """One line of a note, analysed alone with its savings in characters (one
+        token per character), its line break kept at the end of its last piece and
+        segment (the plan reads where a note's lines begin)."""
+        key = (line, role, self.layers, self._adapter_key())
+        hit = _LINES.get(key)
+        if hit is None:
+            body = line.rstrip("\n")
+            a = self._analyse(Message(role, body), len(body) + 3)
+            end = line[len(body) :]
+            if not a.segments or not a.segments[-1]:  # a blank line: itself, worth nothing
+                blank = _row(segment_features([line], [])[0])
+                a = replace(a, pieces=((line, False, "prose", 1.0),), segments=((line,),))
+                a = replace(a, features=((blank,),))
+            elif end:
+                *rows, last = a.pieces
+                *segs, tail = a.segments
+                a = replace(
+                    a,
+                    pieces=(*rows, (last[0] + end, *last[1:])),
+                    segments=(*segs, (*tail[:-1], tail[-1] + end)),
+                )
+            hit = a
+            _LINES.put(key, hit)
+        return hit
+
     def _pieces(self, draft: _Draft) -> list[Piece]:
         """The format adapters' pieces of the text (one piece when no adapter helps)."""
         text = draft.text
@@ -124,6 +183,32 @@ class Analyzer:
         if rebuilt != text:
             draft.savings["adapters"] += round((len(text) - len(rebuilt)) / draft.cpt)
         return pieces
+
+
+def _joined(
+    lines: Sequence[Analysis],
+) -> tuple[tuple[PieceRow, ...], tuple[tuple[str, ...], ...], tuple[tuple[Row, ...], ...]]:
+    """The pieces, segments and features of lines analysed one by one, as one text's:
+    a run of pieces alike (kept or not, mode, weight) is one piece, so a note of a
+    thousand lines is a few pieces, as when it was analysed whole."""
+    texts: list[list[str]] = []
+    kinds: list[tuple[bool, Literal["prose", "lines"], float]] = []
+    segments: list[list[str]] = []
+    features: list[list[Row]] = []
+    for a in lines:
+        for (text, keep, mode, weight), segs, rows in zip(
+            a.pieces, a.segments, a.features, strict=True
+        ):
+            if not kinds or kinds[-1] != (keep, mode, weight):
+                texts.append([])
+                kinds.append((keep, mode, weight))
+                segments.append([])
+                features.append([])
+            texts[-1].append(text)
+            segments[-1] += segs
+            features[-1] += rows
+    pieces = tuple(("".join(t), *kind) for t, kind in zip(texts, kinds, strict=True))
+    return pieces, tuple(map(tuple, segments)), tuple(map(tuple, features))
 
 
 def _row(f: Features) -> Row:

@@ -45,6 +45,10 @@ class Policy:
     candidates: float = 2.0  # budgets of glanced messages, the best, analysed in full too,
     candidate_length: float = 0.75  # ranked by value / tokens ** this (less than 1: a long
     # message may hold one good sentence; tuned on the first two LoCoMo conversations)
+    note_lines_from: int = 8_000  # tokens: an earlier note this long is analysed line by
+    # line, each line memoized (a session's compaction then pays only for its note's new
+    # lines); a shorter one whole, as any message (line by line cost mini-SWE-agent's
+    # 4K sessions 0.3 points of memory: its adapters see single lines)
     pointer_score: float = 50.0  # a copy's pointer to the later message: chosen before all else
     # --- selection
     tag_cost: float = 3.0  # tokens a speaker tag and line break cost in the note

@@ -1,0 +1,89 @@
+"""An earlier note folded again: a long one analysed line by line, so a compaction pays
+only for the lines new since the last one, and read as one text with its lines intact;
+a short one whole, as any message."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+import ctxfold
+from ctxfold import Message, get_counter
+from ctxfold.result import is_note
+from ctxfold.strategies.auto import analysis
+from ctxfold.strategies.auto.analysis import Analyzer
+from ctxfold.strategies.auto.policy import POLICY
+from ctxfold.text.layers import Layers
+from tests.conftest import example_conversations
+
+COUNTER = get_counter("o200k_base")
+
+
+def _note() -> Message:
+    _, msgs = example_conversations()[1]  # an agent's run: code, logs, tool calls
+    result = ctxfold.compress(msgs, budget=3_000, counter=COUNTER)
+    (note,) = [m for m in result.messages if is_note(m)]
+    return note
+
+
+@pytest.fixture
+def analysed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The texts ``Analyzer._analyse`` is asked to analyse from here on (caches cleared;
+    every note counts as long: the examples' notes are short)."""
+    monkeypatch.setattr(analysis, "POLICY", replace(POLICY, note_lines_from=0))
+    texts: list[str] = []
+    analyse = Analyzer._analyse
+
+    def spy(self: Analyzer, m: Message, tok: int) -> Any:
+        texts.append(m.text)
+        return analyse(self, m, tok)
+
+    monkeypatch.setattr(Analyzer, "_analyse", spy)
+    ctxfold.clear_caches()
+    return texts
+
+
+def test_a_note_is_analysed_as_one_text_with_its_lines_intact(analysed: list[str]) -> None:
+    note = _note()
+    a = Analyzer(Layers(), None)(note, COUNTER.count_message(note))
+    assert "".join(piece[0] for piece in a.pieces) == note.text
+    segments = [s for segs in a.segments for s in segs]
+    assert "".join(segments) == note.text
+    # every line ends a segment: the plan finds the note's head and speaker tags there
+    assert sum(s.endswith("\n") for s in segments) == note.text.count("\n")
+    assert [len(f) for f in a.features] == [len(s) for s in a.segments]
+    assert note.text not in analysed  # never the whole note at once
+    assert len(a.pieces) < note.text.count("\n") // 4  # lines alike joined in pieces
+
+
+def test_the_next_note_costs_only_its_new_lines(analysed: list[str]) -> None:
+    note = _note()
+    analyzer = Analyzer(Layers(), None)
+    analyzer(note, COUNTER.count_message(note))
+    first = len(analysed)
+    assert first >= note.text.count("\n")  # each line once
+    lines = note.text.split("\n")
+    new = "user: The retry budget is now 7 attempts for job JOB-4471."
+    nxt = Message(note.role, "\n".join([*lines[:-1], new, lines[-1]]), metadata=note.metadata)
+    a = analyzer(nxt, COUNTER.count_message(nxt))
+    assert analysed[first:] == [new]  # the line new to it, nothing else
+    assert ("id", "JOB-4471") in a.identifiers
+
+
+def test_a_short_note_is_analysed_whole_as_any_message(monkeypatch: pytest.MonkeyPatch) -> None:
+    note = _note()
+    tok = COUNTER.count_message(note)
+    assert tok < POLICY.note_lines_from
+    texts: list[str] = []
+    analyse = Analyzer._analyse
+
+    def spy(self: Analyzer, m: Message, t: int) -> Any:
+        texts.append(m.text)
+        return analyse(self, m, t)
+
+    monkeypatch.setattr(Analyzer, "_analyse", spy)
+    ctxfold.clear_caches()
+    Analyzer(Layers(), None)(note, tok)
+    assert texts == [note.text]
