@@ -8,7 +8,6 @@ import hashlib
 import math
 import re
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from functools import cache, lru_cache
 from importlib import resources
@@ -99,24 +98,27 @@ class _MessageCounter:
         self.per_non_text_part = per_non_text_part
         self.per_conversation = per_conversation
         self._cache_size = cache_size
-        self._text_cache: OrderedDict[bytes, int] = OrderedDict()
-        self._message_cache: OrderedDict[str, int] = OrderedDict()
+        # Plain dicts in recency order (a hit moves to the end): of bytes or strings and
+        # ints only, which the garbage collector never tracks (an OrderedDict of 65,536
+        # counts was walked by every full collection).
+        self._text_cache: dict[bytes, int] = {}
+        self._message_cache: dict[str, int] = {}
         self._lock = threading.Lock()
 
     def _encode_len(self, text: str) -> int:
         raise NotImplementedError
 
-    def _cached(self, cache: OrderedDict[Any, int], key: Any, compute: Callable[[], int]) -> int:
+    def _cached(self, cache: dict[Any, int], key: Any, compute: Callable[[], int]) -> int:
         with self._lock:
-            hit = cache.get(key)
+            hit = cache.pop(key, None)
             if hit is not None:
-                cache.move_to_end(key)
+                cache[key] = hit  # the most recent now
                 return hit
         value = compute()
         with self._lock:
             cache[key] = value
             if len(cache) > self._cache_size:
-                cache.popitem(last=False)
+                del cache[next(iter(cache))]  # the least recent
         return value
 
     def count_text(self, text: str) -> int:

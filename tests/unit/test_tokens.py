@@ -183,6 +183,23 @@ def test_counts_are_cached_by_content():
     assert len(calls) == first + 1
 
 
+def test_the_count_cache_keeps_the_most_recently_used():
+    calls: list[str] = []
+
+    def length(text: str) -> int:
+        calls.append(text)
+        return len(text.split())
+
+    c = CallableCounter(length, name="words", cache_size=2)
+    a, b, d = ("alpha " * 20, "beta " * 20, "delta " * 20)
+    for text in (a, b, a, d):  # a is used again: b is the least recent when d arrives
+        c.count_text(text)
+    assert calls == [a, b, d]
+    c.count_text(a)
+    c.count_text(b)  # forgotten: counted again
+    assert calls == [a, b, d, b]
+
+
 def test_approx_counter_is_close_to_tiktoken_and_errs_high():
     exact, approx = TiktokenCounter("o200k_base"), ApproxCounter()
     for _, msgs in example_conversations():
