@@ -28,11 +28,8 @@ def _note() -> Message:
     return note
 
 
-@pytest.fixture
-def analysed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The texts ``Analyzer._analyse`` is asked to analyse from here on (caches cleared;
-    every note counts as long: the examples' notes are short)."""
-    monkeypatch.setattr(analysis, "POLICY", replace(POLICY, note_lines_from=0))
+def _spy(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The texts ``Analyzer._analyse`` is asked to analyse from here on (caches cleared)."""
     texts: list[str] = []
     analyse = Analyzer._analyse
 
@@ -43,6 +40,13 @@ def analysed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     monkeypatch.setattr(Analyzer, "_analyse", spy)
     ctxfold.clear_caches()
     return texts
+
+
+@pytest.fixture
+def analysed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """:func:`_spy`, with every note counted as long (the examples' notes are short)."""
+    monkeypatch.setattr(analysis, "POLICY", replace(POLICY, note_lines_from=0))
+    return _spy(monkeypatch)
 
 
 def test_a_note_is_analysed_as_one_text_with_its_lines_intact(analysed: list[str]) -> None:
@@ -76,14 +80,6 @@ def test_a_short_note_is_analysed_whole_as_any_message(monkeypatch: pytest.Monke
     note = _note()
     tok = COUNTER.count_message(note)
     assert tok < POLICY.note_lines_from
-    texts: list[str] = []
-    analyse = Analyzer._analyse
-
-    def spy(self: Analyzer, m: Message, t: int) -> Any:
-        texts.append(m.text)
-        return analyse(self, m, t)
-
-    monkeypatch.setattr(Analyzer, "_analyse", spy)
-    ctxfold.clear_caches()
+    texts = _spy(monkeypatch)
     Analyzer(Layers(), None)(note, tok)
     assert texts == [note.text]
