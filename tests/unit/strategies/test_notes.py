@@ -51,6 +51,8 @@ def analysed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 def test_a_note_is_analysed_as_one_text_with_its_lines_intact(analysed: list[str]) -> None:
     note = _note()
+    head, body = note.text.split("\n", 1)
+    note = Message(note.role, f"{head}\n\n   \n{body}", metadata=note.metadata)  # blank lines
     a = Analyzer(Layers(), None)(note, COUNTER.count_message(note))
     assert "".join(piece[0] for piece in a.pieces) == note.text
     segments = [s for segs in a.segments for s in segs]

@@ -152,17 +152,20 @@ class Analyzer:
             body = line.rstrip("\n")
             a = self._analyse(Message(role, body), len(body) + 3)
             end = line[len(body) :]
-            if not a.segments or not a.segments[-1]:  # a blank line: itself, worth nothing
-                blank = _row(segment_features([line], [])[0])
-                a = replace(a, pieces=((line, False, "prose", 1.0),), segments=((line,),))
-                a = replace(a, features=((blank,),))
-            elif end:
+            if end and a.segments and a.segments[-1]:
                 *rows, last = a.pieces
                 *segs, tail = a.segments
                 a = replace(
                     a,
                     pieces=(*rows, (last[0] + end, *last[1:])),
                     segments=(*segs, (*tail[:-1], tail[-1] + end)),
+                )
+            elif end:  # no segment to end the line (a blank one): the break alone is one
+                a = replace(
+                    a,
+                    pieces=(*a.pieces, (end, False, "prose", 1.0)),
+                    segments=(*a.segments, (end,)),
+                    features=(*a.features, (_row(segment_features([end], [])[0]),)),
                 )
             hit = a
             _LINES.put(key, hit)
