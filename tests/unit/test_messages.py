@@ -124,6 +124,16 @@ def test_fingerprint_ignores_metadata_and_ids_but_not_content():
     assert len(a.fingerprint) == 64
 
 
+def test_a_copy_never_keeps_its_originals_fingerprint_or_metadata():
+    m = Message("user", "hi")
+    assert m.fingerprint  # computed and kept on the original
+    changed = m.with_content("bye")
+    assert changed.fingerprint == Message("user", "bye").fingerprint != m.fingerprint
+    tagged = Message("user", "hi", metadata={"k": 1})
+    assert not m.metadata and dict(tagged.metadata) == {"k": 1}
+    assert not Message("user", "yo").metadata  # the shared empty mapping stays empty
+
+
 ANTHROPIC = [
     {"role": "user", "content": "Book me a flight to Paris."},
     {

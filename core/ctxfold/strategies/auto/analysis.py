@@ -33,7 +33,7 @@ from ...text.scoring import (
 )
 from .policy import POLICY
 
-__all__ = ["Analysis", "Analyzer", "PieceRow", "Row", "call_identifiers"]
+__all__ = ["Analysis", "Analyzer", "PieceRow", "Row", "call_identifiers", "echo_of"]
 
 #: A segment's :class:`Features` as a plain tuple (``Features._make`` reads it back):
 #: the garbage collector stops tracking a plain tuple of strings and numbers, never a
@@ -96,7 +96,7 @@ class Analyzer:
         draft.apply_layers(self.layers, m.role)
         pieces = self._pieces(draft)
         segments, feats = _segments(pieces, draft)
-        echo = 1.0 if m.role == "tool" else POLICY.people_echo  # ids people repeat matter
+        echo = echo_of(m.role)
         words = tuple(set().union(*(f.content for fs in feats for f in fs)))
         return Analysis(
             speaker_tag(m),
@@ -137,7 +137,7 @@ class Analyzer:
             tuple(dict.fromkeys(r for a in lines for r in a.reasons)),
             cpt,
             tuple(x for a in lines for x in a.identifiers),
-            1.0 if m.role == "tool" else POLICY.people_echo,
+            echo_of(m.role),
             {k: round(v / cpt) for k, v in saved.items()},
             tuple(set().union(*(a.words for a in lines))),
         )
@@ -212,6 +212,12 @@ def _joined(
             features[-1] += rows
     pieces = tuple(("".join(t), *kind) for t, kind in zip(texts, kinds, strict=True))
     return pieces, tuple(map(tuple, segments)), tuple(map(tuple, features))
+
+
+def echo_of(role: str) -> float:
+    """How much a mention of an identifier in a message of ``role`` counts: ids people
+    (and the agent) repeat matter more than ids in tool output."""
+    return 1.0 if role == "tool" else POLICY.people_echo
 
 
 def _row(f: Features) -> Row:

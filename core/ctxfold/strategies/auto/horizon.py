@@ -21,7 +21,7 @@ from ...messages import Message, speaker_tag
 from ...text.adapters import Piece
 from ...text.primitives import find_identifiers
 from ...text.scoring import Features, ScoreContext, combine, segment_features
-from .analysis import call_identifiers
+from .analysis import call_identifiers, echo_of
 from .plan import Plan
 from .policy import POLICY
 
@@ -47,8 +47,7 @@ def glance(m: Message, vocabulary: dict[str, str]) -> Glance:
     words = tuple(map(vocabulary.setdefault, f.content, f.content))
     ids = [(kind, value) for kind, value, _, _ in found]
     ids += call_identifiers(m.tool_calls)
-    echo = 1.0 if m.role == "tool" else POLICY.people_echo
-    return Glance(f._replace(content=words, line=""), tuple(ids), echo)
+    return Glance(f._replace(content=words, line=""), tuple(ids), echo_of(m.role))
 
 
 @dataclass(frozen=True)
