@@ -122,7 +122,7 @@ class SessionLog:
     def __init__(self, store: VerbatimStore, session_id: str) -> None:
         self.store = NamespacedStore(store, namespace(session_id))
         self.session_id = session_id
-        self.epoch = self._count(lambda n: f"e:{n + 1}")
+        self.epoch = sum(1 for _ in self._records(lambda n: f"e:{n + 1}"))
         self.messages = 0  # how many this epoch holds
         self.folds = 0
         self._start()
@@ -140,30 +140,33 @@ class SessionLog:
             ids=(key,),
         )
 
-    def _count(self, key: Callable[[int], str], start: int = 0) -> int:
-        """How many of ``key(start)``, ``key(start + 1)``, ... exist, up to the first gap
-        (a record after a gap is a :class:`CorruptRecordError`)."""
-        n = start
+    def _records(self, key: Callable[[int], str]) -> Iterator[tuple[str, bytes]]:
+        """Each of ``key(0)``, ``key(1)``, ... and its stored bytes, up to the first gap
+        (a record after a gap is a :class:`CorruptRecordError`), read ``_PROBE`` keys per
+        round trip: only one round trip's records are held at a time."""
+        n = 0
         while True:
-            got = self.store.get_many([key(k) for k in range(n, n + _PROBE)])
+            keys = [key(k) for k in range(n, n + _PROBE)]
+            got = self.store.get_many(keys)
             for k, value in enumerate(got):
                 if value is None:
                     later = next((j for j in range(k + 1, len(got)) if got[j] is not None), None)
                     if later is not None:
-                        raise self._corrupt(key(n), f"is missing, and {key(n + later - k)} is not")
-                    return n
-                n += 1
+                        raise self._corrupt(keys[k], f"is missing, and {keys[later]} is not")
+                    return
+                yield keys[k], value
+            n += _PROBE
 
-    def _read(self, keys: Sequence[str]) -> Iterator[tuple[str, bytes, dict[str, Any]]]:
-        """Each key, its record's stored bytes and the record, in its envelope."""
-        for key, value in zip(keys, self.store.get_many(keys), strict=True):
+    def _read(self, key: Callable[[int], str]) -> Iterator[tuple[str, bytes, dict[str, Any]]]:
+        """Each record of :meth:`_records`, its stored bytes and its envelope."""
+        for name, value in self._records(key):
             try:
-                record = json.loads(value) if value is not None else None
+                record = json.loads(value)
             except ValueError:
                 record = None
             if not isinstance(record, dict):
-                raise self._corrupt(key, "is missing or not JSON")
-            yield key, value or b"", record
+                raise self._corrupt(name, "is not JSON")
+            yield name, value, record
 
     def _opened(
         self,
@@ -199,32 +202,34 @@ class SessionLog:
         digest = _link(previous, extra + payload)
         return b'{"d":"%s","r":%s,"v":%d}' % (digest.hex().encode(), payload, _VERSION), digest
 
-    def load(self) -> tuple[list[Message], list[Fold]]:
-        """The history and the folds of the current epoch, each checked."""
-        e = self.epoch
-        n_messages = self._count(lambda n: f"{e}:m:{n}")
-        n_folds = self._count(lambda n: f"{e}:c:{n}")
+    def load(self) -> list[Message]:
+        """The history of the current epoch, each message checked; then
+        :meth:`compactions` gives its compactions."""
         self._start()
         history: list[Message] = []
-        for key, raw, envelope in self._read([f"{e}:m:{n}" for n in range(n_messages)]):
+        for key, raw, envelope in self._read(lambda n: f"{self.epoch}:m:{n}"):
             record, head = self._opened(key, envelope, self.heads[-1], raw=raw)
             try:
                 history.append(message_from_record(record))
             except (KeyError, TypeError, ValueError):
                 raise self._corrupt(key, "is not a message") from None
             self.heads.append(head)
-        folds: list[Fold] = []
-        for key, raw, envelope in self._read([f"{e}:c:{k}" for k in range(n_folds)]):
+        self.messages, self.folds = len(history), 0
+        return history
+
+    def compactions(self) -> Iterator[Fold]:
+        """The compactions of the current epoch, each checked, one at a time (after
+        :meth:`load`): a long session's are never all in memory at once."""
+        for key, raw, envelope in self._read(lambda k: f"{self.epoch}:c:{k}"):
             inner = envelope.get("r", envelope)
             upto = inner.get("upto") if isinstance(inner, dict) else None
-            if not isinstance(upto, int) or not 0 <= upto <= n_messages:
-                raise self._corrupt(key, f"covers {upto!r} messages of {n_messages}")
+            if not isinstance(upto, int) or not 0 <= upto <= self.messages:
+                raise self._corrupt(key, f"covers {upto!r} messages of {self.messages}")
             record, self.fold_head = self._opened(
                 key, envelope, self.fold_head, self.heads[upto], raw=raw
             )
-            folds.append(self._fold(key, record, upto))
-        self.messages, self.folds = n_messages, n_folds
-        return history, folds
+            yield self._fold(key, record, upto)
+            self.folds += 1
 
     def _fold(self, key: str, record: dict[str, Any], upto: int) -> Fold:
         try:

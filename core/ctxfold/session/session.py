@@ -152,10 +152,14 @@ class Session:
         self._rounds = RoundSettings(store=self._log.store)
         self._lock = threading.RLock()
         self._reset()
-        history, folds = self._log.load()
-        self._extend(history)
-        for fold in folds:
-            self._apply(fold)
+        self._extend(self._log.load())
+        last: Fold | None = None
+        for fold in self._log.compactions():  # one at a time: a long session has thousands
+            if last is not None:
+                self._traced(last)  # only the newest one's prefix is counted
+            last = fold
+        if last is not None:
+            self._apply(last)
 
     @classmethod
     def load(cls, session_id: str, *, store: VerbatimStore | str, **settings: Any) -> Session:
@@ -295,6 +299,12 @@ class Session:
     def _apply(self, fold: Fold) -> None:
         """Make ``fold`` the current compaction: its prefix, and the trace of what it
         did with each history message it took in."""
+        self._traced(fold)
+        self._fold = fold
+        self._prefix_tokens = sum(self.counter.count_message(m) for m in fold.prefix)
+
+    def _traced(self, fold: Fold) -> None:
+        """Write into the trace what ``fold`` did with each history message it took in."""
         cum, trace = self._cum, self._trace
         for d in fold.decisions:
             before = cum[d.index + 1] - cum[d.index]
@@ -303,8 +313,6 @@ class Session:
             trace[d.index] = Decision(
                 d.index, d.action, d.reason, before, d.tokens_after, d.step, d.flags
             )
-        self._fold = fold
-        self._prefix_tokens = sum(self.counter.count_message(m) for m in fold.prefix)
 
     # ------------------------------------------------------------------ the verbs
 

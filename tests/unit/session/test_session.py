@@ -13,6 +13,7 @@ import subprocess
 import sys
 import textwrap
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -768,3 +769,31 @@ def test_a_reopened_session_works_ahead_only_on_what_its_last_compaction_left() 
     prefix = len(last.messages) - (len(msgs) - s.folded)
     # the prefix (its note and what it kept) and the messages since: not the history
     assert len(counting.prepared) <= prefix + len(msgs) - s.folded < len(msgs)
+
+
+class _Reads(MemoryStore):
+    """A memory store that keeps the keys of each read."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads: list[list[str]] = []
+
+    def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
+        self.reads.append(list(keys))
+        return super().get_many(keys)
+
+
+def test_reopening_reads_each_record_once_in_round_trips_of_bounded_size() -> None:
+    store = _Reads()
+    _, msgs = example_conversations()[0]
+    s = Session("r", budget=1500, store=store)
+    last = _replay(s, msgs, 1500)[-1]
+    held = [k for k in store._data if ":0:c:" in k or ":0:m:" in k]
+    assert sum(":0:c:" in k for k in held) > 3  # it compacted again and again
+    store.reads.clear()
+    again = Session.load("r", store=store, budget=1500)
+    assert _wire(again.render()) == _wire(last)
+    assert again.render().trace == s.render().trace  # every compaction's decisions
+    read = Counter(k for keys in store.reads for k in keys)
+    assert all(read[k] == 1 for k in held)  # never counted first, then read again
+    assert max(len(keys) for keys in store.reads) <= 256  # never the whole history at once
