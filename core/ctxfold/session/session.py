@@ -52,6 +52,7 @@ from ..strategies.base import check_budget, check_share
 from ..text.scoring import content_words
 from ..tokens import TokenCounter, get_counter
 from .fold import compact, open_start
+from .history import History
 from .log import Fold, SessionLog
 from .settings import check_strategy, check_water, gap_share
 
@@ -267,8 +268,8 @@ class Session:
     # ------------------------------------------------------------------ the state
 
     def _reset(self) -> None:
-        self._history: list[Message] = []  # as the model sees it (masked: see redact)
-        self._originals: list[Message] = []  # with redact: as added
+        self._history = History()  # as the model sees it (masked: see redact)
+        self._originals = History()  # with redact: as added
         self._cum: list[int] = [0]  # _cum[i]: tokens of the first i messages
         self._trace: list[Decision] = []
         self._fold: Fold | None = None
@@ -283,12 +284,12 @@ class Session:
 
     def _extend(self, messages: list[Message]) -> None:
         if self.redact:
-            self._originals += messages
+            self._originals.extend(messages)
             messages = redact(messages, self._log.store)[0]
         count = self.counter.count_message
         tokens = [count(m) for m in messages]
         start = len(self._history)
-        self._history += messages
+        self._history.extend(messages)
         for m in messages:
             self._words.update(content_words(m.text))
         self._cum += list(accumulate(tokens, initial=self._cum[-1]))[1:]
@@ -529,6 +530,7 @@ class Session:
             )
             if found is not None:
                 (out, trace), after = found, None
+        self._pack()
         return call.finished(
             out,
             trace,
@@ -538,6 +540,12 @@ class Session:
             given=self._given,
             store=self._log.store,
         )
+
+    def _pack(self) -> None:
+        """Pack what the current compaction folded (see :class:`History`): it is read
+        again only on demand, and the recall index has read it by now."""
+        self._history.pack(self._upto())
+        self._originals.pack(self._upto())
 
     def _wanted(self, query: str, share: float, budget: int) -> int:
         """The room (at most ``share`` of ``budget``) what ``query`` recalls wants

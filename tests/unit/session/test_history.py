@@ -1,0 +1,67 @@
+"""A session's history packs what a compaction folded, and reads it back unchanged."""
+
+from __future__ import annotations
+
+import gc
+
+import pytest
+
+from ctxfold import Message, to_openai
+from ctxfold.messages import ContentPart, ToolCall
+from ctxfold.session import Session
+from ctxfold.session.history import History
+from ctxfold.storage import MemoryStore
+
+MESSAGES = [
+    Message("system", "You are a coding agent."),
+    Message("user", (ContentPart("text", "Look:"), ContentPart("image_url", extra='{"u": 1}'))),
+    Message("assistant", None, tool_calls=(ToolCall("c1", "read", '{"path": "a.py"}'),)),
+    Message("tool", "print(1)", tool_call_id="c1", name="read", id="m-4"),
+    Message("assistant", "Done.", extras=(("reasoning_content", '"short"'),)),
+    Message("user", "Thanks", metadata={"handle": object()}),
+]
+
+
+def test_packed_messages_read_back_equal_by_index_slice_and_iteration() -> None:
+    history = History()
+    history.extend(MESSAGES)
+    history.pack(4)
+    history.pack(2)  # never unpacks
+    assert len(history) == len(MESSAGES)
+    assert list(history) == MESSAGES
+    assert [history[i] for i in range(-6, 6)] == MESSAGES + MESSAGES
+    assert history[1:5] == MESSAGES[1:5]
+    assert history[::2] == MESSAGES[::2]
+    assert history[4:] == MESSAGES[4:]
+    history.pack(6)
+    assert history[5] is MESSAGES[5]  # a message with metadata is kept as it is
+    assert history[5].metadata["handle"] is MESSAGES[5].metadata["handle"]
+    with pytest.raises(IndexError):
+        history[6]
+
+
+def _chat(n: int) -> list[dict[str, str]]:
+    said = ["the invoice INV-{k} is due on day {k}", "we moved the meeting to room {k}"]
+    return [
+        {"role": ("user", "assistant")[k % 2], "content": said[k % 2].format(k=k) * 12}
+        for k in range(n)
+    ]
+
+
+def test_a_long_session_keeps_no_message_object_for_what_it_folded() -> None:
+    turns = _chat(600)  # dicts: the test itself holds no Message
+    session = Session(budget=3000, store=MemoryStore())
+    gc.collect()
+    before = sum(isinstance(o, Message) for o in gc.get_objects())
+    for m in turns:
+        if m["role"] == "user":
+            session.render()
+        session.add(m)
+    last = session.render()
+    assert session.folded > 500
+    held = sum(isinstance(o, Message) for o in gc.get_objects()) - before
+    # the messages since the compaction, its prefix, and the memos' bounded few
+    assert held < len(turns) - session.folded + 2 * len(last.messages) + 50
+    assert to_openai(session.history) == turns  # all of it, read back
+    again = Session.resume(turns, session.compaction, budget=3000)
+    assert again.render().messages == last.messages
