@@ -141,7 +141,7 @@ class Compaction(NamedTuple):
     message, and the tokens each step saved (``{"whitespace": 126, ...}``)."""
 
     messages: Sequence[Message]
-    trace: list[Decision]
+    trace: Sequence[Decision]
     savings: Mapping[str, int]
 
 

@@ -33,7 +33,7 @@ from .hooks import completed, emit
 from .messages import Message
 from .models.usage import run_usage
 from .recall import RecallIndex, recall
-from .result import CompressionResult, CompressionStats, Decision
+from .result import CompressionResult, CompressionStats, Decision, Trace
 from .storage.store import VerbatimStore
 from .tokens import TokenCounter
 
@@ -84,7 +84,7 @@ class Call:
         result = CompressionResult(
             messages=tuple(out),
             stats=stats,
-            trace=tuple(trace),
+            trace=trace.copy() if isinstance(trace, Trace) else tuple(trace),
             strategy=self.strategy,
             warnings=warnings,
             round_id=round_id,
@@ -118,7 +118,7 @@ def recalled(
     room: int,
     counter: TokenCounter,
     store: VerbatimStore | None,
-) -> tuple[list[Message], list[Decision]] | None:
+) -> tuple[list[Message], Sequence[Decision]] | None:
     """``out`` with the passages of ``history[:until]`` that ``query`` recalls, in
     what ``out`` leaves of ``room`` tokens, and ``trace`` with the messages it quotes
     flagged; ``None`` when nothing is recalled."""

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import re
+from array import array
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Literal
+from itertools import repeat
+from typing import Any, Literal, overload
 
 from .formats import CTXFOLD, MessageFormat
 from .messages import Message, to_anthropic, to_openai
@@ -23,6 +25,7 @@ __all__ = [
     "CompressionResult",
     "CompressionStats",
     "Decision",
+    "Trace",
     "after_system_block",
     "flagged",
     "from_user",
@@ -188,8 +191,113 @@ class Decision:
         return ",".join((self.reason, *self.flags))
 
 
-def flagged(trace: Sequence[Decision], indices: Sequence[int], flag: str) -> list[Decision]:
+_Kind = tuple[Action, str, str, tuple[str, ...]]  # a decision but its index and tokens
+
+
+class Trace(Sequence[Decision]):
+    """A trace kept as columns, as a session keeps its history's: for each message a
+    code for what was decided (each distinct action, reason, step and flags is stored
+    once) and its tokens before and after. A trace of 100,000 messages is three arrays,
+    not 100,000 objects for the garbage collector to walk on every full collection
+    (about 2 µs each in a long session); reading an entry makes its :class:`Decision`.
+    ``trace[i]`` is the decision about message ``i``. A trace equals any sequence of
+    the same decisions (a tuple of them included)."""
+
+    __slots__ = ("_after", "_before", "_codes", "_kinds", "_of")
+
+    def __init__(self) -> None:
+        self._kinds: list[_Kind] = []  # shared by copies, only ever appended to
+        self._of: dict[_Kind, int] = {}
+        self._codes = array("I")
+        self._before = array("q")
+        self._after = array("q")
+
+    def _code(self, kind: _Kind) -> int:
+        code = self._of.get(kind)
+        if code is None:
+            code = self._of[kind] = len(self._kinds)
+            self._kinds.append(kind)
+        return code
+
+    def add(self, action: Action, reason: str, step: str, tokens: Sequence[int]) -> None:
+        """Append one decision per entry of ``tokens``, each a message of that many
+        tokens that ``step`` left as it was (``action`` for ``reason``)."""
+        self._codes.extend(repeat(self._code((action, reason, step, ())), len(tokens)))
+        self._before.extend(tokens)
+        self._after.extend(tokens)
+
+    def __setitem__(self, i: int, d: Decision) -> None:
+        if d.index != i:
+            raise ValueError(f"the decision about message {d.index} cannot stand at {i}")
+        self._codes[i] = self._code((d.action, d.reason, d.step, d.flags))
+        self._before[i], self._after[i] = d.tokens_before, d.tokens_after
+
+    def action(self, i: int) -> Action:
+        """The action of entry ``i`` (without making its decision)."""
+        return self._kinds[self._codes[i]][0]
+
+    def __len__(self) -> int:
+        return len(self._codes)
+
+    @overload
+    def __getitem__(self, i: int) -> Decision: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> tuple[Decision, ...]: ...
+
+    def __getitem__(self, i: int | slice) -> Decision | tuple[Decision, ...]:
+        if isinstance(i, slice):
+            return tuple(self[k] for k in range(*i.indices(len(self))))
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(f"decision {i} of a trace of {len(self)}")
+        action, reason, step, flags = self._kinds[self._codes[i]]
+        return Decision(i, action, reason, self._before[i], self._after[i], step, flags)
+
+    def __iter__(self) -> Iterator[Decision]:
+        kinds, before, after = self._kinds, self._before, self._after
+        for i, code in enumerate(self._codes):
+            action, reason, step, flags = kinds[code]
+            yield Decision(i, action, reason, before[i], after[i], step, flags)
+
+    def copy(self) -> Trace:
+        """A trace that later changes to this one do not reach."""
+        out = Trace.__new__(Trace)
+        out._kinds, out._of = self._kinds, self._of
+        out._codes, out._before, out._after = self._codes[:], self._before[:], self._after[:]
+        return out
+
+    def flagged(self, indices: Iterable[int], flag: str) -> Trace:
+        """A copy with ``flag`` among the flags of the decisions about ``indices``."""
+        out = self.copy()
+        for i in set(indices):
+            action, reason, step, flags = self._kinds[self._codes[i]]
+            out._codes[i] = out._code((action, reason, step, (*flags, flag)))
+        return out
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Trace) and other._kinds is self._kinds:
+            return (self._codes, self._before, self._after) == (
+                other._codes,
+                other._before,
+                other._after,
+            )
+        if not isinstance(other, Sequence) or isinstance(other, (str, bytes)):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return f"Trace({list(self)!r})"
+
+
+def flagged(trace: Sequence[Decision], indices: Sequence[int], flag: str) -> Sequence[Decision]:
     """``trace`` with ``flag`` among the flags of the decisions about ``indices``."""
+    if isinstance(trace, Trace):
+        return trace.flagged(indices, flag)
     marked = set(indices)
     if not marked:
         return list(trace)
@@ -245,7 +353,8 @@ class CompressionStats:
 class CompressionResult:
     """The compressed messages with their stats and trace.
 
-    ``trace`` has one :class:`Decision` per input message, in input order.
+    ``trace`` has one :class:`Decision` per input message, in input order (a tuple,
+    or from a session a :class:`Trace`: its decisions kept as columns).
     ``warnings`` notes irregularities carried through from the input (a tool call
     without a result, a result without its call) and a reversible compression that
     found no room for its block. ``round_id`` is the id of the round in the verbatim
@@ -256,7 +365,7 @@ class CompressionResult:
 
     messages: tuple[Message, ...]
     stats: CompressionStats
-    trace: tuple[Decision, ...]
+    trace: Sequence[Decision]
     strategy: str
     warnings: tuple[str, ...] = ()
     round_id: str | None = None

@@ -68,7 +68,7 @@ class Recalled(NamedTuple):
     messages: list[Message]
     sources: tuple[int, ...]
 
-    def flag(self, trace: Sequence[Decision]) -> list[Decision]:
+    def flag(self, trace: Sequence[Decision]) -> Sequence[Decision]:
         """``trace`` with :data:`RECALLED` among the flags of each quoted message."""
         return flagged(trace, self.sources, RECALLED)
 

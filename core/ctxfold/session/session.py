@@ -41,7 +41,7 @@ from ..recall import (
     resolve_query,
     wanted,
 )
-from ..result import CompressionResult, Decision
+from ..result import CompressionResult, Decision, Trace
 from ..reversible.expand import Expansion, expand
 from ..reversible.records import encode
 from ..reversible.redaction import redact
@@ -271,7 +271,7 @@ class Session:
         self._history = History()  # as the model sees it (masked: see redact)
         self._originals = History()  # with redact: as added
         self._cum: list[int] = [0]  # _cum[i]: tokens of the first i messages
-        self._trace: list[Decision] = []
+        self._trace = Trace()
         self._fold: Fold | None = None
         self._prefix_tokens = 0  # the fold's prefix, messages only
         self._prepared = 0  # messages the strategy has worked ahead on
@@ -288,14 +288,11 @@ class Session:
             messages = redact(messages, self._log.store)[0]
         count = self.counter.count_message
         tokens = [count(m) for m in messages]
-        start = len(self._history)
         self._history.extend(messages)
         for m in messages:
             self._words.update(content_words(m.text))
         self._cum += list(accumulate(tokens, initial=self._cum[-1]))[1:]
-        self._trace += [
-            Decision(start + k, "kept", "fits_budget", t, t, _STEP) for k, t in enumerate(tokens)
-        ]
+        self._trace.add("kept", "fits_budget", _STEP, tokens)
 
     def _apply(self, fold: Fold) -> None:
         """Make ``fold`` the current compaction: its prefix, and the trace of what it
@@ -309,7 +306,7 @@ class Session:
         cum, trace = self._cum, self._trace
         for d in fold.decisions:
             before = cum[d.index + 1] - cum[d.index]
-            if d.action == "kept" and trace[d.index].action != "kept":
+            if d.action == "kept" and trace.action(d.index) != "kept":
                 continue  # a message rewritten earlier stays rewritten
             trace[d.index] = Decision(
                 d.index, d.action, d.reason, before, d.tokens_after, d.step, d.flags
@@ -515,7 +512,7 @@ class Session:
         fold, budget, view = self._fold, call.budget, self._view_tokens()
         out: list[Message] = [*(fold.prefix if fold else ()), *self._history[self._upto() :]]
         after: int | None = view  # counted as a whole when a block joins it
-        trace: list[Decision] = self._trace
+        trace: Sequence[Decision] = self._trace
         if query:
             found = recalled(
                 out,

@@ -1,13 +1,16 @@
-"""A session's history packs what a compaction folded, and reads it back unchanged."""
+"""A session's history packs what a compaction folded, and reads it back unchanged;
+its trace is columns, not objects."""
 
 from __future__ import annotations
 
 import gc
+from collections import Counter
 
 import pytest
 
 from ctxfold import Message, to_openai
 from ctxfold.messages import ContentPart, ToolCall
+from ctxfold.result import Decision
 from ctxfold.session import Session
 from ctxfold.session.history import History
 from ctxfold.storage import MemoryStore
@@ -48,20 +51,27 @@ def _chat(n: int) -> list[dict[str, str]]:
     ]
 
 
-def test_a_long_session_keeps_no_message_object_for_what_it_folded() -> None:
+def test_a_long_session_keeps_no_object_per_message_it_folded() -> None:
     turns = _chat(600)  # dicts: the test itself holds no Message
     session = Session(budget=3000, store=MemoryStore())
     gc.collect()
-    before = sum(isinstance(o, Message) for o in gc.get_objects())
-    for m in turns:
-        if m["role"] == "user":
+    before = Counter(type(o) for o in gc.get_objects())
+    early = session.render()  # one render kept, of the first 200 messages
+    for k, m in enumerate(turns):
+        if k == 200:
+            early = session.render()
+            was = tuple(early.trace)
+        elif m["role"] == "user":
             session.render()
         session.add(m)
     last = session.render()
     assert session.folded > 500
-    held = sum(isinstance(o, Message) for o in gc.get_objects()) - before
+    held = Counter(type(o) for o in gc.get_objects())
     # the messages since the compaction, its prefix, and the memos' bounded few
-    assert held < len(turns) - session.folded + 2 * len(last.messages) + 50
+    live = len(turns) - session.folded + 2 * len(last.messages) + len(early.messages)
+    assert held[Message] - before[Message] < live + 50
+    assert held[Decision] - before[Decision] < len(was) + 50  # the trace is columns
+    assert early.trace == was != last.trace[:200]  # a render's trace: later folds never reach it
     assert to_openai(session.history) == turns  # all of it, read back
     again = Session.resume(turns, session.compaction, budget=3000)
     assert again.render().messages == last.messages

@@ -44,7 +44,7 @@ class Fitted(NamedTuple):
     messages' identifiers that a message kept verbatim shows (the pool lacks them)."""
 
     messages: list[Message]
-    trace: list[Decision]
+    trace: Sequence[Decision]
     note_at: int | None
     others: str  # what the pinned messages and those shown in place show
     plans: dict[int, Plan]
