@@ -1,46 +1,52 @@
 """A session's history in memory: the newest messages as objects, the folded ones packed.
 
-A session of 100,000 messages holds 100,000 :class:`ctxfold.Message` objects, each one
+A session of 100,000 messages would hold 100,000 :class:`ctxfold.Message` objects, each
 a container Python's garbage collector walks on every full collection (about a second
 at that size, inside whichever render it falls on). What a compaction folded is read
 again only on demand (recall's partial passages, :attr:`Session.history`), so
-:meth:`History.pack` keeps it as pickled bytes, which the collector never walks, and
-reads a message back only when asked for it.
+:meth:`History.pack` keeps it as the bytes of its stored record (the very bytes object
+the session's log wrote, so a memory store holds it once), which the collector never
+walks, and reads a message back only when asked for it.
 """
 
 from __future__ import annotations
 
-import pickle
-from collections.abc import Iterable, Iterator, Sequence
+import json
+from collections.abc import Iterator, Sequence
 from typing import overload
 
 from ..messages import Message
+from ..reversible.records import encode, message_from_record, message_record
 
 __all__ = ["History"]
 
 
-def _packed(m: Message) -> bytes | Message:
-    """``m`` as bytes that read back equal to it, or ``m`` itself when it carries
-    metadata (a user's objects keep their identity)."""
-    return m if m.metadata else pickle.dumps(m, pickle.HIGHEST_PROTOCOL)
+def _packed(m: Message, row: bytes | None) -> bytes | Message:
+    """``m`` as a JSON object whose ``"r"`` is its record (``row`` when the log wrote
+    one), or ``m`` itself when it carries metadata (which a record may not hold, and
+    whose objects keep their identity)."""
+    if m.metadata:
+        return m
+    return row if row is not None else encode({"r": message_record(m)})
 
 
 def _unpacked(row: bytes | Message) -> Message:
     if isinstance(row, Message):
         return row
-    message: Message = pickle.loads(row)  # bytes this process packed, never stored
-    return message
+    stored = json.loads(row)
+    return message_from_record(stored.get("r", stored))  # a record of the first format: bare
 
 
 class History(Sequence[Message]):
     """The messages of a session in order: ``history[i]`` is message ``i``, whether
     it is packed or not; :meth:`pack` packs the first ones."""
 
-    __slots__ = ("_live", "_packed")
+    __slots__ = ("_live", "_packed", "_rows")
 
     def __init__(self) -> None:
         self._packed: list[bytes | Message] = []  # messages 0 .. len(_packed) - 1
         self._live: list[Message] = []  # the rest
+        self._rows: list[bytes | None] = []  # each live message's stored record
 
     def __len__(self) -> int:
         return len(self._packed) + len(self._live)
@@ -69,13 +75,15 @@ class History(Sequence[Message]):
             yield _unpacked(row)
         yield from self._live
 
-    def extend(self, messages: Iterable[Message]) -> None:
-        """Append ``messages`` (unpacked)."""
+    def extend(self, messages: Sequence[Message], rows: Sequence[bytes] | None = None) -> None:
+        """Append ``messages``; ``rows``: the stored record of each, as the session's
+        log wrote it (default: made when packed)."""
         self._live.extend(messages)
+        self._rows.extend(rows if rows is not None else [None] * len(messages))
 
     def pack(self, upto: int) -> None:
         """Pack the first ``upto`` messages (those packed already stay so)."""
         n = upto - len(self._packed)
         if n > 0:
-            self._packed += [_packed(m) for m in self._live[:n]]
-            del self._live[:n]
+            self._packed += map(_packed, self._live[:n], self._rows[:n])
+            del self._live[:n], self._rows[:n]

@@ -202,11 +202,12 @@ class SessionLog:
         digest = _link(previous, extra + payload)
         return b'{"d":"%s","r":%s,"v":%d}' % (digest.hex().encode(), payload, _VERSION), digest
 
-    def load(self) -> list[Message]:
-        """The history of the current epoch, each message checked; then
-        :meth:`compactions` gives its compactions."""
+    def load(self) -> tuple[list[Message], list[bytes]]:
+        """The history of the current epoch, each message checked, and each one's
+        stored bytes; then :meth:`compactions` gives its compactions."""
         self._start()
         history: list[Message] = []
+        rows: list[bytes] = []
         for key, raw, envelope in self._read(lambda n: f"{self.epoch}:m:{n}"):
             record, head = self._opened(key, envelope, self.heads[-1], raw=raw)
             try:
@@ -214,8 +215,9 @@ class SessionLog:
             except (KeyError, TypeError, ValueError):
                 raise self._corrupt(key, "is not a message") from None
             self.heads.append(head)
+            rows.append(raw)
         self.messages, self.folds = len(history), 0
-        return history
+        return history, rows
 
     def compactions(self) -> Iterator[Fold]:
         """The compactions of the current epoch, each checked, one at a time (after
@@ -255,9 +257,9 @@ class SessionLog:
                 f"Reopen it (Session.load({self.session_id!r}, store=...)) and write again"
             )
 
-    def append(self, messages: Sequence[Message]) -> None:
+    def append(self, messages: Sequence[Message]) -> list[bytes]:
         """Store ``messages`` after the history, in one atomic write, if no other
-        writer has written there first."""
+        writer has written there first: the bytes stored for each."""
         e, n = self.epoch, self.messages
         heads = self.heads[-1:]
         entries: dict[str, bytes] = {}
@@ -267,6 +269,7 @@ class SessionLog:
         self._put(entries)
         self.heads += heads[1:]
         self.messages += len(messages)
+        return list(entries.values())
 
     def add_fold(self, fold: Fold) -> None:
         """Store the newest compaction (bound to the history it covers)."""

@@ -153,7 +153,7 @@ class Session:
         self._rounds = RoundSettings(store=self._log.store)
         self._lock = threading.RLock()
         self._reset()
-        self._extend(self._log.load())
+        self._extend(*self._log.load())
         last: Fold | None = None
         for fold in self._log.compactions():  # one at a time: a long session has thousands
             if last is not None:
@@ -282,13 +282,14 @@ class Session:
         self._agentic = False  # whether the history has tool calls, as far as seen
         self._agentic_seen = 0
 
-    def _extend(self, messages: list[Message]) -> None:
+    def _extend(self, messages: list[Message], rows: list[bytes]) -> None:
+        """Take in ``messages``, stored as ``rows``."""
         if self.redact:
-            self._originals.extend(messages)
+            self._originals.extend(messages, rows)
             messages = redact(messages, self._log.store)[0]
         count = self.counter.count_message
         tokens = [count(m) for m in messages]
-        self._history.extend(messages)
+        self._history.extend(messages, None if self.redact else rows)
         for m in messages:
             self._words.update(content_words(m.text))
         self._cum += list(accumulate(tokens, initial=self._cum[-1]))[1:]
@@ -330,8 +331,7 @@ class Session:
         if not msgs:
             return
         with self._lock:
-            self._log.append(msgs)
-            self._extend(msgs)
+            self._extend(msgs, self._log.append(msgs))
             self._given = given
 
     def render(self, budget: int | None = None, *, query: Query = None) -> CompressionResult:
