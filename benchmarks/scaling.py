@@ -10,7 +10,10 @@ own, its caches cold):
 - ``trim``: LangChain's ``trim_messages`` (the newest messages that fit, same counter);
 - ``first render``: a fresh ``Session`` given the whole history, rendered once;
 - ``turns``: a ``Session`` built message by message, rendered before each assistant
-  message, as an agent loop does: the median and the worst render;
+  message, as an agent loop does: the median and the worst render. The loop is given
+  each message as the JSON dict a server receives (a dict of strings, which the
+  garbage collector does not track), so a render's time is the session's, not a
+  collection over 100,000 message objects the driver itself holds;
 - ``load``: ``Session.load`` of that session from its SQLite file, and its render.
 
 Reported: CPU seconds (wall beside), peak MB, the ratio of ``compress`` to ``trim``,
@@ -92,7 +95,7 @@ def _turns(msgs: list[Any], budget: int, db: Path) -> dict[str, Any]:
     session = ctxfold.Session("scaling", budget=budget, store=f"sqlite:///{db}")
     renders: list[float] = []
     for m in msgs:
-        if m.role == "assistant":
+        if m["role"] == "assistant":
             started = time.perf_counter()
             session.render()
             renders.append((time.perf_counter() - started) * 1000)
@@ -122,6 +125,8 @@ def child(measure: str, n: int, budget: int, db: Path) -> None:
 
     msgs: list[Any] = ctxfold.from_openai(history(n))
     tokens = ctxfold.get_counter("o200k_base").count_messages(msgs)  # loads the encoding
+    if measure == "turns":  # as a server receives them
+        msgs = history(n)
     if measure == "trim":  # a LangChain user has LangChain messages, and LangChain loaded
         from langchain_core.messages import trim_messages  # noqa: F401
 
