@@ -13,7 +13,9 @@ own, its caches cold):
   message, as an agent loop does: the median and the worst render. The loop is given
   each message as the JSON dict a server receives (a dict of strings, which the
   garbage collector does not track), so a render's time is the session's, not a
-  collection over 100,000 message objects the driver itself holds;
+  collection over 100,000 message objects the driver itself holds. Besides, the
+  worst compacting render and the worst recalling one less the full collections
+  inside them, and the worst full collections inside one render;
 - ``load``: ``Session.load`` of that session from its SQLite file, and its render.
 
 Reported: CPU seconds (wall beside), peak MB, the ratio of ``compress`` to ``trim``,
@@ -90,17 +92,42 @@ def _first_render(msgs: list[Any], budget: int, _: Path) -> dict[str, Any]:
 
 
 def _turns(msgs: list[Any], budget: int, db: Path) -> dict[str, Any]:
+    import gc
+
     import ctxfold
+    from ctxfold.result import RECALL_KEY
 
     session = ctxfold.Session("scaling", budget=budget, store=f"sqlite:///{db}")
+    collecting = [0.0, 0.0]  # seconds of full collections in this render, the last start
+
+    def timed(phase: str, info: dict[str, Any]) -> None:
+        if info["generation"] == 2:
+            if phase == "start":
+                collecting[1] = time.perf_counter()
+            else:
+                collecting[0] += time.perf_counter() - collecting[1]
+
     renders: list[float] = []
+    own: dict[str, list[float]] = {"compaction": [], "recall": [], "collection": []}
+    gc.callbacks.append(timed)
     for m in msgs:
         if m["role"] == "assistant":
+            folded, collecting[0] = session.folded, 0.0
             started = time.perf_counter()
-            session.render()
+            result = session.render()
             renders.append((time.perf_counter() - started) * 1000)
+            own["collection"].append(collecting[0] * 1000)
+            if session.folded != folded:  # the render's own part, less full collections
+                own["compaction"].append(renders[-1] - own["collection"][-1])
+            elif any(RECALL_KEY in x.metadata for x in result.messages):
+                own["recall"].append(renders[-1] - own["collection"][-1])
         session.add(m)
-    return {"median_ms": statistics.median(renders), "worst_ms": max(renders)}
+    gc.callbacks.remove(timed)
+    return {
+        "median_ms": statistics.median(renders),
+        "worst_ms": max(renders),
+        **{f"worst_{k}_ms": max(v, default=0.0) for k, v in own.items()},
+    }
 
 
 def _load(msgs: list[Any], budget: int, db: Path) -> dict[str, Any]:
@@ -197,9 +224,7 @@ def main(argv: list[str] | None = None) -> int:
                 if isinstance(r, str):
                     print(f"| {n} | - | {measure} | failed: {r} ||||", flush=True)
                     continue
-                notes = ", ".join(
-                    f"{k} {v:.1f}" for k, v in r.items() if k in ("median_ms", "worst_ms")
-                )
+                notes = ", ".join(f"{k} {v:.1f}" for k, v in r.items() if k.endswith("_ms"))
                 print(
                     f"| {n} | {r['tokens']} | {measure} | {r['cpu']:.2f} | {r['wall']:.2f} "
                     f"| {r['peak_mb']:.0f} | {notes} |",
