@@ -13,9 +13,10 @@ own, its caches cold):
   message, as an agent loop does: the median and the worst render. The loop is given
   each message as the JSON dict a server receives (a dict of strings, which the
   garbage collector does not track), so a render's time is the session's, not a
-  collection over 100,000 message objects the driver itself holds. Besides, the
-  worst compacting render and the worst recalling one less the full collections
-  inside them, and the worst full collections inside one render;
+  collection over 100,000 message objects the driver itself holds. Besides, less the
+  full collections inside them, the worst render that recalled (compacting or not)
+  and the worst that compacted without recalling; and the worst full collections
+  inside one render;
 - ``load``: ``Session.load`` of that session from its SQLite file, and its render.
 
 Reported: CPU seconds (wall beside), peak MB, the ratio of ``compress`` to ``trim``,
@@ -117,10 +118,11 @@ def _turns(msgs: list[Any], budget: int, db: Path) -> dict[str, Any]:
             result = session.render()
             renders.append((time.perf_counter() - started) * 1000)
             own["collection"].append(collecting[0] * 1000)
-            if session.folded != folded:  # the render's own part, less full collections
-                own["compaction"].append(renders[-1] - own["collection"][-1])
-            elif any(RECALL_KEY in x.metadata for x in result.messages):
-                own["recall"].append(renders[-1] - own["collection"][-1])
+            spent = renders[-1] - own["collection"][-1]  # its own part, less collections
+            if any(RECALL_KEY in x.metadata for x in result.messages):
+                own["recall"].append(spent)  # compacting or not
+            elif session.folded != folded:
+                own["compaction"].append(spent)
         session.add(m)
     gc.callbacks.remove(timed)
     return {
