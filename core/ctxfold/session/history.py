@@ -22,19 +22,19 @@ __all__ = ["History"]
 
 
 def _packed(m: Message, row: bytes | None) -> bytes | Message:
-    """``m`` as a JSON object whose ``"r"`` is its record (``row`` when the log wrote
-    one), or ``m`` itself when it carries metadata (which a record may not hold, and
-    whose objects keep their identity)."""
+    """``m`` as the bytes its log stored (``row``), else as its bare record, or ``m``
+    itself when it carries metadata (which a record may not hold, and whose objects
+    keep their identity)."""
     if m.metadata:
         return m
-    return row if row is not None else encode({"r": message_record(m)})
+    return row if row is not None else encode(message_record(m))
 
 
 def _unpacked(row: bytes | Message) -> Message:
     if isinstance(row, Message):
         return row
     stored = json.loads(row)
-    return message_from_record(stored.get("r", stored))  # a record of the first format: bare
+    return message_from_record(stored.get("r", stored))  # in its log's envelope, or bare
 
 
 class History(Sequence[Message]):

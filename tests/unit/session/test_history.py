@@ -53,11 +53,11 @@ def _chat(n: int) -> list[dict[str, str]]:
 
 def test_a_long_session_keeps_no_object_per_message_it_folded() -> None:
     turns = _chat(600)  # dicts: the test itself holds no Message
-    session = Session(budget=3000, store=MemoryStore())
+    store = MemoryStore()
+    session = Session(budget=3000, store=store)
     gc.collect()
     before = Counter(type(o) for o in gc.get_objects())
-    early = session.render()  # one render kept, of the first 200 messages
-    for k, m in enumerate(turns):
+    for k, m in enumerate(turns):  # one render kept: of the first 200 messages
         if k == 200:
             early = session.render()
             was = tuple(early.trace)
@@ -72,6 +72,8 @@ def test_a_long_session_keeps_no_object_per_message_it_folded() -> None:
     assert held[Message] - before[Message] < live + 50
     assert held[Decision] - before[Decision] < len(was) + 50  # the trace is columns
     assert early.trace == was != last.trace[:200]  # a render's trace: later folds never reach it
+    stored = {id(v) for v in store._data.values()}
+    assert all(id(row) in stored for row in session._history._packed)  # held once
     assert to_openai(session.history) == turns  # all of it, read back
     again = Session.resume(turns, session.compaction, budget=3000)
     assert again.render().messages == last.messages
