@@ -16,7 +16,17 @@ ROOT = Path(ctxfold.__file__).parent
 
 #: The families, bottom first: a module may import its own family and those below it.
 LAYERS: list[set[str]] = [
-    {"exceptions", "_state", "_registry", "_json", "messages", "formats", "validity", "tokens"}
+    {
+        "exceptions",
+        "_state",
+        "_registry",
+        "_json",
+        "_column",
+        "messages",
+        "formats",
+        "validity",
+        "tokens",
+    }
     | {"hooks"},
     {"result"},
     {"units"},

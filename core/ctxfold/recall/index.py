@@ -12,8 +12,10 @@ from collections import Counter
 from collections.abc import Collection, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date
+from itertools import islice
 from typing import TYPE_CHECKING, overload
 
+from .._column import Column
 from .._state import LRU, memo
 from ..messages import Message, speaker_tag
 from ..models.embedders import Embedder, embed
@@ -56,11 +58,11 @@ _U32 = struct.Struct("I").pack  # a posting's number, as ``array("I")`` reads it
 class Passages(Sequence[Passage]):
     """The index's passages, kept as columns (their messages, texts and flags) and
     made :class:`Passage` objects when read: a long history's hundreds of thousands
-    of passages are then three objects for the garbage collector, not one each."""
+    of passages are then nothing the garbage collector walks, not an object each."""
 
     def __init__(self) -> None:
         self.messages = array("I")
-        self.texts: list[str] = []
+        self.texts: Column[str] = Column()
         self.flags = bytearray()
 
     def append(self, message: int, text: str, whole: bool, call: bool) -> None:
@@ -130,12 +132,12 @@ class RecallIndex:
         self._vectors: list[npt.NDArray[np.float32]] = []  # blocks of passage rows
         self._embedded = 0  # passages embedded so far
         self.passages = Passages()
-        self.speakers: list[str] = []  # per message
+        self.speakers: Column[str] = Column()  # per message
         self.names: set[str] = set()  # the speakers' names, as terms
         self._briefs: dict[int, tuple[str, frozenset[str]]] = {}
-        self.stamps: list[str | None] = []  # per message: its time context
-        self.days: list[date | None] = []  # per message: the day its stamp names
-        self.opens: list[bool] = []  # per message: whether it opens with its stamp
+        self.stamps: Column[str | None] = Column()  # per message: its time context
+        self.days: Column[date | None] = Column()  # per message: the day its stamp names
+        self.opens = bytearray()  # per message: whether it opens with its stamp
         self._first = array("I", [0])  # per message: its first passage; then the count
         # per term: the passages holding it, in order, and how often each does, as
         # 4-byte ints in two byte strings (a million postings take 8 MB, not 64 as
@@ -264,8 +266,8 @@ class RecallIndex:
             return {}
         pids = [
             pid
-            for k in range(upto)
-            if (day := self.days[k]) is not None and any(p.holds(day) for p in spans)
+            for k, day in enumerate(islice(self.days, upto))
+            if day is not None and any(p.holds(day) for p in spans)
             for pid in self.of_message(k)
         ]
         if not pids:

@@ -5,8 +5,9 @@ a container Python's garbage collector walks on every full collection (about a s
 at that size, inside whichever render it falls on). What a compaction folded is read
 again only on demand (recall's partial passages, :attr:`Session.history`), so
 :meth:`History.pack` keeps it as the bytes of its stored record (the very bytes object
-the session's log wrote, so a memory store holds it once), which the collector never
-walks, and reads a message back only when asked for it.
+the session's log wrote, so a memory store holds it once), in a
+:class:`~ctxfold._column.Column` the collector does not walk, and reads a message back
+only when asked for it.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import json
 from collections.abc import Iterator, Sequence
 from typing import overload
 
+from .._column import Column
 from ..messages import Message
 from ..reversible.records import encode, message_from_record, message_record
 
@@ -44,7 +46,7 @@ class History(Sequence[Message]):
     __slots__ = ("_live", "_packed", "_rows")
 
     def __init__(self) -> None:
-        self._packed: list[bytes | Message] = []  # messages 0 .. len(_packed) - 1
+        self._packed: Column[bytes | Message] = Column()  # messages 0 .. len(_packed) - 1
         self._live: list[Message] = []  # the rest
         self._rows: list[bytes | None] = []  # each live message's stored record
 
@@ -85,5 +87,5 @@ class History(Sequence[Message]):
         """Pack the first ``upto`` messages (those packed already stay so)."""
         n = upto - len(self._packed)
         if n > 0:
-            self._packed += map(_packed, self._live[:n], self._rows[:n])
+            self._packed.extend(map(_packed, self._live[:n], self._rows[:n]))
             del self._live[:n], self._rows[:n]

@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._column import Column
 from ..exceptions import ConcurrentWriteError, CorruptRecordError
 from ..messages import Message
 from ..result import Action, Decision
@@ -129,7 +130,7 @@ class SessionLog:
 
     def _start(self) -> None:
         root = _link(namespace(self.session_id).encode(), str(self.epoch).encode())
-        self.heads = [root]  # heads[n]: the digest of the first n messages
+        self.heads = Column([root])  # heads[n]: the digest of the first n messages
         self.fold_head = root
 
     def _corrupt(self, key: str, why: str) -> CorruptRecordError:
@@ -267,7 +268,7 @@ class SessionLog:
             entries[f"{e}:m:{n + k}"], head = self._sealed(message_record(m), heads[-1])
             heads.append(head)
         self._put(entries)
-        self.heads += heads[1:]
+        self.heads.extend(heads[1:])
         self.messages += len(messages)
         return list(entries.values())
 

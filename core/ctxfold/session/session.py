@@ -14,6 +14,7 @@ import asyncio
 import hashlib
 import threading
 import uuid
+from array import array
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import accumulate
@@ -270,7 +271,7 @@ class Session:
     def _reset(self) -> None:
         self._history = History()  # as the model sees it (masked: see redact)
         self._originals = History()  # with redact: as added
-        self._cum: list[int] = [0]  # _cum[i]: tokens of the first i messages
+        self._cum = array("q", [0])  # _cum[i]: tokens of the first i messages
         self._trace = Trace()
         self._fold: Fold | None = None
         self._prefix_tokens = 0  # the fold's prefix, messages only
@@ -292,7 +293,8 @@ class Session:
         self._history.extend(messages, None if self.redact else rows)
         for m in messages:
             self._words.update(content_words(m.text))
-        self._cum += list(accumulate(tokens, initial=self._cum[-1]))[1:]
+        before = self._cum[-1]
+        self._cum.extend(before + t for t in accumulate(tokens))
         self._trace.add("kept", "fits_budget", _STEP, tokens)
 
     def _apply(self, fold: Fold) -> None:

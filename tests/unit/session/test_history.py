@@ -4,11 +4,13 @@ its trace is columns, not objects."""
 from __future__ import annotations
 
 import gc
+import types
 from collections import Counter
 
 import pytest
 
 from ctxfold import Message, to_openai
+from ctxfold._column import BLOCK
 from ctxfold.messages import ContentPart, ToolCall
 from ctxfold.result import Decision
 from ctxfold.session import Session
@@ -51,8 +53,24 @@ def _chat(n: int) -> list[dict[str, str]]:
     ]
 
 
+def _walked(root: object, skip: type) -> list[tuple[int, str]]:
+    """The containers a full collection walks that ``root`` reaches (but not through
+    an object of type ``skip``): the number of items it visits in each, and its type."""
+    seen, todo, out = {id(root)}, [root], []
+    while todo:
+        obj = todo.pop()
+        referents = gc.get_referents(obj)
+        out.append((len(referents), type(obj).__name__))
+        for r in referents:
+            shared = isinstance(r, (type, types.ModuleType, types.FunctionType, skip))
+            if gc.is_tracked(r) and not shared and id(r) not in seen:
+                seen.add(id(r))
+                todo.append(r)
+    return out
+
+
 def test_a_long_session_keeps_no_object_per_message_it_folded() -> None:
-    turns = _chat(600)  # dicts: the test itself holds no Message
+    turns = _chat(1200)  # dicts: the test itself holds no Message
     store = MemoryStore()
     session = Session(budget=3000, store=store)
     gc.collect()
@@ -65,7 +83,7 @@ def test_a_long_session_keeps_no_object_per_message_it_folded() -> None:
             session.render()
         session.add(m)
     last = session.render()
-    assert session.folded > 500
+    assert session.folded > 1100
     held = Counter(type(o) for o in gc.get_objects())
     # the messages since the compaction, its prefix, and the memos' bounded few
     live = len(turns) - session.folded + 2 * len(last.messages) + len(early.messages)
@@ -74,6 +92,9 @@ def test_a_long_session_keeps_no_object_per_message_it_folded() -> None:
     assert early.trace == was != last.trace[:200]  # a render's trace: later folds never reach it
     stored = {id(v) for v in store._data.values()}
     assert all(id(row) in stored for row in session._history._packed)  # held once
+    gc.collect()
+    walked = _walked(session, MemoryStore)  # its store is the user's
+    assert max(walked) < (BLOCK, "")  # no list of an item per message: columns
     assert to_openai(session.history) == turns  # all of it, read back
     again = Session.resume(turns, session.compaction, budget=3000)
     assert again.render().messages == last.messages
