@@ -6,6 +6,9 @@ they fit a room, none the output already shows."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterator
+from heapq import heappop, heappush
 from typing import NamedTuple
 
 from ..tokens import TokenCounter
@@ -13,7 +16,7 @@ from .index import RecallIndex
 from .periods import periods
 from .terms import terms
 
-__all__ = ["Pick", "Ranking", "choose", "fit", "rank"]
+__all__ = ["Pick", "Ranked", "Ranking", "choose", "fit", "rank"]
 
 #: How much a neighbour of a found passage is worth against it: the one after it (the
 #: reply, often the answer) and the one before it (what it answers). Tuned on two
@@ -44,11 +47,78 @@ class Pick(NamedTuple):
     full: bool = False
 
 
-class Ranking(NamedTuple):
-    """The passages a query finds, best first, with their values; and the query's
-    terms that show a passage in full (see :meth:`RecallIndex.leaves_out`)."""
+class Ranked:
+    """The passages a query finds, best first (by value, then position), with their
+    values: made in that order as they are read, so reading the best few hundred of a
+    long history's tens of thousands finds what carries (:meth:`RecallIndex.carries`)
+    only for the passages that could be among them.
 
-    found: list[tuple[int, float]]
+    Each found passage scoring at least :data:`FLOOR` of the best is worth its share
+    of the best, times up to ``1 + 6 * CARRIES`` for what it carries; its neighbours
+    a share of that. Passages are taken best score first; the best value made so far
+    is final once no passage left could reach it, itself or as a neighbour."""
+
+    _LIFT = 1.0 + CARRIES * 6.0  # the most what a passage carries multiplies it by
+
+    def __init__(self, index: RecallIndex, scores: dict[int, float], last: int) -> None:
+        top = max(scores.values(), default=0.0)
+        hits = [(pid, s / top) for pid, s in scores.items() if s >= FLOOR * top]
+        hits.sort(key=lambda hit: -hit[1])
+        self._index, self._last = index, last
+        self._hits, self._next = hits, 0  # hits[_next:] are still to take
+        self._value: dict[int, float] = {}
+        self._heap: list[tuple[float, int]] = []  # (-value, pid), stale ones skipped
+        self._made: list[tuple[int, float]] = []
+
+    def __iter__(self) -> Iterator[tuple[int, float]]:
+        k = 0
+        while k < len(self._made) or self._make():
+            yield self._made[k]
+            k += 1
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Ranked):
+            return NotImplemented
+        return list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def _make(self) -> bool:
+        """Make the next passage of the ranking; False when there is none."""
+        heap, value, hits = self._heap, self._value, self._hits
+        while True:
+            bound = hits[self._next][1] * self._LIFT if self._next < len(hits) else -1.0
+            while heap and -heap[0][0] != value[heap[0][1]]:
+                heappop(heap)  # a value since raised
+            if heap and -heap[0][0] > bound:
+                negative, pid = heappop(heap)
+                value[pid] = math.inf  # made: nothing raises it again
+                self._made.append((pid, -negative))
+                return True
+            if self._next == len(hits):
+                return False
+            self._take(*hits[self._next])
+            self._next += 1
+
+    def _take(self, pid: int, s: float) -> None:
+        carries = 1.0 + CARRIES * min(self._index.carries(pid), 6.0)
+        self._raise(pid, s * carries)
+        for near, share in ((pid + 1, NEXT_SHARE), (pid - 1, PREVIOUS_SHARE)):
+            if 0 <= near < self._last:
+                self._raise(near, s * share)
+
+    def _raise(self, pid: int, v: float) -> None:
+        if v > self._value.get(pid, 0.0):
+            self._value[pid] = v
+            heappush(self._heap, (-v, pid))
+
+
+class Ranking(NamedTuple):
+    """The passages a query finds, best first, with their values (see
+    :class:`Ranked`); and the query's terms that show a passage in full (see
+    :meth:`RecallIndex.leaves_out`)."""
+
+    found: Ranked
     asked: frozenset[str]
 
 
@@ -85,23 +155,9 @@ def rank(index: RecallIndex, query: str, until: int) -> Ranking:
 
 
 def _rank(index: RecallIndex, query: str, until: int) -> Ranking:
-    found = _fused(index, query, until)
     asked = frozenset(terms(query)).difference(index.names)  # not "Thanks, Mel!"
-    if not found:
-        return Ranking([], asked)
-    top = max(found.values())
     last = index.of_message(until - 1).stop if until else 0
-    value: dict[int, float] = {}
-    for pid, s in found.items():
-        if s < FLOOR * top:
-            continue
-        s /= top
-        carries = 1.0 + CARRIES * min(index.carries(pid), 6.0)
-        value[pid] = max(value.get(pid, 0.0), s * carries)
-        for near, share in ((pid + 1, NEXT_SHARE), (pid - 1, PREVIOUS_SHARE)):
-            if 0 <= near < last:
-                value[near] = max(value.get(near, 0.0), s * share)
-    return Ranking(sorted(value.items(), key=lambda pv: (-pv[1], pv[0])), asked)
+    return Ranking(Ranked(index, _fused(index, query, until), last), asked)
 
 
 def fit(

@@ -1,0 +1,82 @@
+"""A long history's ranking: the same passages in the same order as a full sort, made
+only as far as it is read; the same scores whether a query's postings are summed in a
+loop or in arrays."""
+
+from __future__ import annotations
+
+import pytest
+
+from ctxfold import Message
+from ctxfold.recall import index as index_module
+from ctxfold.recall.index import RecallIndex
+from ctxfold.recall.select import CARRIES, FLOOR, NEXT_SHARE, PREVIOUS_SHARE, rank
+
+SAID = [
+    "The order ORD-{k} for the blue kettle shipped from the Leeds depot on day {k}.",
+    "Noted, thanks.",
+    "My kettle broke again, model KX-{k}; the depot said {k} days.",
+    "Call the depot about the kettle, please.",
+    "We talked about the weather and the garden for a while.",
+]
+
+
+EXTRA = ("as I said before about the matter in question and more " * 9).split()
+
+
+def _history(n: int) -> list[Message]:
+    """Messages of a few kinds, each a different length (so scores differ)."""
+    return [
+        Message(
+            ("user", "assistant")[k % 2],
+            " ".join([SAID[k % len(SAID)].format(k=k), *EXTRA[: k * 7 % 97]]),
+        )
+        for k in range(n)
+    ]
+
+
+def _full_sort(index: RecallIndex, scores: dict[int, float], last: int) -> list[tuple[int, float]]:
+    """The ranking's definition, every value made before one sort."""
+    top = max(scores.values())
+    value: dict[int, float] = {}
+    for pid, s in scores.items():
+        if s < FLOOR * top:
+            continue
+        s /= top
+        own = s * (1.0 + CARRIES * min(index.carries(pid), 6.0))
+        value[pid] = max(value.get(pid, 0.0), own)
+        for near, share in ((pid + 1, NEXT_SHARE), (pid - 1, PREVIOUS_SHARE)):
+            if 0 <= near < last:
+                value[near] = max(value.get(near, 0.0), s * share)
+    return sorted(value.items(), key=lambda pv: (-pv[1], pv[0]))
+
+
+@pytest.mark.parametrize("query", ["kettle depot", "blue kettle ORD-777", "garden weather"])
+def test_a_ranking_is_the_full_sort_made_only_as_far_as_it_is_read(query: str) -> None:
+    msgs = _history(3000)
+    index = RecallIndex(msgs)
+    until = 2900
+    ranking = rank(index, query, until)
+    first = [item for _, item in zip(range(20), ranking.found, strict=False)]
+    carried = len(index._carries)  # what it took to make the best 20
+    scores = index.search(index_module.terms(query), before=until)
+    expected = _full_sort(index, scores, index.of_message(until - 1).stop)
+    assert first == expected[:20]
+    found = len(index._carries)  # each passage scoring above the floor
+    assert found > 500 and carried < found * 2 // 3  # not all of them
+    assert list(ranking.found) == expected  # read to its end: all of it, in order
+    assert list(ranking.found) == expected  # and again
+
+
+def test_search_sums_the_same_scores_in_a_loop_or_in_arrays(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    index = RecallIndex(_history(3000))
+    for query in (["kettle"], ["kettle", "depot", "ord-17"], ["garden", "kx-12", "nothing"]):
+        for before in (1, 700, 3000):
+            monkeypatch.setattr(index_module, "SCAN_IN_ARRAYS", 10**9)
+            looped = index.search(query, before=before)
+            monkeypatch.setattr(index_module, "SCAN_IN_ARRAYS", 0)
+            summed = index.search(query, before=before)
+            assert summed == looped  # the same floats, not only close ones
+            assert all(index.passages[p].message < before for p in summed)
+    assert index.search(["kettle"], before=3000)  # a common term: in arrays by default
