@@ -191,14 +191,15 @@ def _fused(index: RecallIndex, query: str, until: int) -> dict[int, float]:
     """Each passage's relevance: BM25 on the query's terms, plus a term's worth when
     it was said in a period the query names, plus, with an embedder, its similarity
     to the query (above :data:`SIMILAR_FLOOR`, scaled so the most similar passage
-    counts :data:`SIMILAR_WEIGHT` of the best BM25 score)."""
-    found = index.search(terms(query), before=until)
-    for pid, s in index.during(periods(query), before=until).items():
-        found[pid] = found.get(pid, 0.0) + s
+    counts :data:`SIMILAR_WEIGHT` of the best BM25 score). With BM25 alone, only the
+    passages a ranking takes (at least :data:`FLOOR` of the best)."""
+    during = index.during(periods(query), before=until)
     sims = index.similar(query, before=until)
-    if not sims:
-        return found
-    best = max(sims.values())
+    best = max(sims.values(), default=0.0)
+    alone = not during and best <= SIMILAR_FLOOR
+    found = index.search(terms(query), before=until, floor=FLOOR if alone else 0.0)
+    for pid, s in during.items():
+        found[pid] = found.get(pid, 0.0) + s
     if best <= SIMILAR_FLOOR:
         return found
     scale = SIMILAR_WEIGHT * max(found.values(), default=1.0) / (best - SIMILAR_FLOOR)
