@@ -41,6 +41,11 @@ _K1, _B = 1.2, 0.75  # BM25's term saturation and length normalization
 #: Past this many postings a query's terms hold, :meth:`RecallIndex.search` sums them
 #: in arrays (at 600 messages a query holds a few hundred, where a loop is faster).
 SCAN_IN_ARRAYS = 4_000
+#: :meth:`RecallIndex.extend` reads the passages of at most this many messages as it
+#: indexes them (what each carries, its brief text): a turn's few cost a fraction of
+#: a millisecond then, where a query reaching hundreds of unread ones waits a tenth
+#: of a second; a long history indexed at once is read as queries reach it.
+READ_AHEAD = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +142,12 @@ class RecallIndex:
         self.passages = Passages()
         self.speakers: Column[str] = Column()  # per message
         self.names: set[str] = set()  # the speakers' names, as terms
-        self._briefs: dict[int, tuple[str, frozenset[str]]] = {}
+        # what reading a passage finds, kept as atoms (a dict of them is nothing the
+        # collector walks): whether it was read, its brief text where that is not its
+        # text, the terms the brief text leaves out where there are any
+        self._read = bytearray()
+        self._briefs: dict[int, str] = {}
+        self._left: dict[int, tuple[str, ...]] = {}
         self.stamps: Column[str | None] = Column()  # per message: its time context
         self.days: Column[date | None] = Column()  # per message: the day its stamp names
         self.opens = bytearray()  # per message: whether it opens with its stamp
@@ -148,7 +158,7 @@ class RecallIndex:
         self._postings: dict[str, tuple[bytearray, bytearray]] = {}
         self._lengths = array("I")
         self._total = 0
-        self._costs: dict[tuple[str, int, bool], int] = {}
+        self._costs: dict[str, dict[int, int]] = {}  # per counter: 2 * pid + full
         self._carries: dict[int, float] = {}
         #: What a caller derived from the index as it is (a query's ranking), dropped
         #: when it grows.
@@ -159,7 +169,16 @@ class RecallIndex:
         return len(self.speakers)
 
     def extend(self, messages: Iterable[Message]) -> None:
-        """Index ``messages``, the history's next ones."""
+        """Index ``messages``, the history's next ones. A few at once (a turn's) are
+        read as well (see :data:`READ_AHEAD`)."""
+        start, had = len(self.passages), len(self)
+        self._add(messages)
+        if len(self) - had <= READ_AHEAD:
+            for pid in range(start, len(self.passages)):
+                self.carries(pid)
+                self._read_brief(pid)
+
+    def _add(self, messages: Iterable[Message]) -> None:
         postings = self._postings
         self.derived.clear()
         for m in messages:
@@ -174,11 +193,11 @@ class RecallIndex:
                 name = (m.name or "").lower()
                 if name and name not in self.names:
                     self.names.add(name)
-                    self._briefs.clear()  # a sentence that only names them says little
-                    self._costs.clear()
+                    self._forget_briefs()  # a sentence that only names them says little
                 for text, whole, call in passages_of(m):
                     pid = len(self.passages)
                     self.passages.append(k, text, whole, call)
+                    self._read.append(0)
                     found = Counter(terms(text))
                     if name:
                         found[name] += 1
@@ -193,13 +212,22 @@ class RecallIndex:
                     self._total += size
             self._first.append(len(self.passages))
 
+    def _forget_briefs(self) -> None:
+        self._read = bytearray(len(self._read))
+        self._briefs.clear()
+        self._left.clear()
+        self._costs.clear()
+
     def cost(self, pid: int, counter: TokenCounter, full: bool = False) -> int:
         """The tokens passage ``pid`` takes in a recall block (counted once), shown
         brief or ``full`` (see :meth:`shown`)."""
-        key = (counter.name, pid, full)
-        hit = self._costs.get(key)
+        costs = self._costs.get(counter.name)
+        if costs is None:
+            costs = self._costs[counter.name] = {}
+        key = 2 * pid + full
+        hit = costs.get(key)
         if hit is None:
-            hit = self._costs[key] = counter.count_text(self.line(pid, full)) + 1
+            hit = costs[key] = counter.count_text(self.line(pid, full)) + 1
         return hit
 
     def carries(self, pid: int) -> float:
@@ -214,23 +242,33 @@ class RecallIndex:
         """Passage ``pid``'s text as a recall block shows it: ``full``, or brief: in
         prose, the sentences that say next to nothing ("Wow, Mel!", "Thanks!") left
         out (marked ``...``) when another says something."""
-        return self.passages.texts[pid] if full else self._brief(pid)[0]
+        text = self.passages.texts[pid]
+        if full:
+            return text
+        self._read_brief(pid)
+        return self._briefs.get(pid, text)
 
-    def leaves_out(self, pid: int) -> frozenset[str]:
+    def leaves_out(self, pid: int) -> tuple[str, ...]:
         """The terms of the sentences the brief text of passage ``pid`` leaves out (a
         query that asks for one of them shows the passage in full)."""
-        return self._brief(pid)[1]
+        self._read_brief(pid)
+        return self._left.get(pid, ())
 
     def line(self, pid: int, full: bool = False) -> str:
         """A passage as a recall block shows it alone: ``speaker: text``."""
         p = self.passages[pid]
         return f"{self.speakers[p.message]}{' ->' if p.call else ':'} {self.shown(pid, full)}"
 
-    def _brief(self, pid: int) -> tuple[str, frozenset[str]]:
-        hit = self._briefs.get(pid)
-        if hit is None:
-            hit = self._briefs[pid] = _brief(self.passages[pid], self.names)
-        return hit
+    def _read_brief(self, pid: int) -> None:
+        """Find passage ``pid``'s brief text and what it leaves out, once."""
+        if not self._read[pid]:
+            p = self.passages[pid]
+            brief, left = _brief(p, self.names)
+            if brief != p.text:
+                self._briefs[pid] = brief
+            if left:
+                self._left[pid] = left
+            self._read[pid] = 1
 
     def similar(self, query: str, *, before: int) -> dict[int, float]:
         """The embedder's cosine similarity of ``query`` to each passage of the
@@ -337,15 +375,15 @@ class RecallIndex:
         return dict(zip(hit.tolist(), scores[hit].tolist(), strict=True))
 
 
-def _brief(p: Passage, names: Collection[str]) -> tuple[str, frozenset[str]]:
+def _brief(p: Passage, names: Collection[str]) -> tuple[str, tuple[str, ...]]:
     """``p``'s text less its sentences that say next to nothing (a speaker's name
     says nothing new; cut ones marked ``...``), when it is prose and another sentence
     says something; and the terms of those left out."""
     if p.call or p.text.count("\n") >= 3:
-        return p.text, frozenset()
+        return p.text, ()
     segments = split_sentences(p.text)
     keep = [not says_little(features(s), names) for s in segments]
     if all(keep) or not any(keep):
-        return p.text, frozenset()
-    left = frozenset(t for s, k in zip(segments, keep, strict=True) if not k for t in terms(s))
-    return elide(Piece(p.text, keep=False, mode="prose"), segments, keep).strip(), left
+        return p.text, ()
+    left = dict.fromkeys(t for s, k in zip(segments, keep, strict=True) if not k for t in terms(s))
+    return elide(Piece(p.text, keep=False, mode="prose"), segments, keep).strip(), tuple(left)

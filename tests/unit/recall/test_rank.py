@@ -1,6 +1,6 @@
 """A long history's ranking: the same passages in the same order as a full sort, made
 only as far as it is read; the same scores whether a query's postings are summed in a
-loop or in arrays."""
+loop or in arrays; passages read the same whether as a turn is indexed or later."""
 
 from __future__ import annotations
 
@@ -85,3 +85,35 @@ def test_search_sums_the_same_scores_in_a_loop_or_in_arrays(
             monkeypatch.setattr(index_module, "SCAN_IN_ARRAYS", 10**9)
             assert index.search(query, before=before, floor=FLOOR) == best
     assert index.search(["kettle"], before=3000)  # a common term: in arrays by default
+
+
+def _said(index: RecallIndex) -> list[tuple[str, str, tuple[str, ...], float]]:
+    return [
+        (index.shown(p), index.shown(p, full=True), index.leaves_out(p), index.carries(p))
+        for p in range(len(index.passages))
+    ]
+
+
+def test_a_turn_is_read_as_it_is_indexed_a_long_history_as_queries_reach_it() -> None:
+    msgs = [
+        Message("user", "Wow, Mel! My locker code is 4471. See you at 5pm.", name="Ana"),
+        Message("assistant", "Thanks, Ana! Noted the code.", name="Mel"),
+        *_history(200),
+    ]
+    at_once = RecallIndex(msgs)
+    assert not at_once._carries  # 202 messages: read as queries reach them
+    by_turns = RecallIndex()
+    for k in range(0, len(msgs), 2):
+        by_turns.extend(msgs[k : k + 2])
+        assert len(by_turns._carries) == len(by_turns.passages)  # read as indexed
+    assert _said(by_turns) == _said(at_once)  # the same reading, whenever it is done
+
+
+def test_a_new_speaker_name_is_read_again_in_what_was_read_ahead() -> None:
+    said = "Wow, Mel! My locker code is 4471."
+    index = RecallIndex([Message("user", said, name="Ana")])
+    assert index.shown(0) == said  # "Wow, Mel!" names someone new: it says something
+    index.extend([Message("assistant", "Noted.", name="Mel")])
+    assert index.shown(0) == "... My locker code is 4471."  # now only a greeting
+    assert index.leaves_out(0) == ("mel",)
+    assert index.shown(0, full=True) == said
