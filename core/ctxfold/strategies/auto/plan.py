@@ -35,7 +35,7 @@ __all__ = [
 SAME_AS_LATER = "[same content as a later message]"
 
 
-@dataclass
+@dataclass(slots=True)
 class Plan:
     """How one older message can be shown: its pieces and their selectable segments.
 
