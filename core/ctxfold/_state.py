@@ -10,12 +10,13 @@ entries: they hold data, not memos).
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any, Generic, TypeVar
 
-__all__ = ["LRU", "clear_caches", "default", "memo", "on_clear"]
+__all__ = ["LRU", "clear_caches", "default", "interned", "memo", "on_clear"]
 
 V = TypeVar("V")
 D = TypeVar("D")
@@ -63,6 +64,22 @@ def memo(maxsize: int) -> LRU[Any]:
     return table
 
 
+_interned: dict[Hashable, int] = {}
+_next_id = itertools.count()
+
+
+def interned(value: Hashable) -> int:
+    """A number standing for ``value`` (equal values, the same number; never one
+    that stood for another value): for a memo key of strings and numbers only, which
+    the garbage collector stops tracking, where ``value`` (settings, adapters) is an
+    object it would walk in every key. :func:`clear_caches` forgets the numbers."""
+    with _lock:
+        hit = _interned.get(value)
+        if hit is None:
+            hit = _interned[value] = next(_next_id)
+        return hit
+
+
 def on_clear(clear: Callable[[], None]) -> None:
     """Have :func:`clear_caches` call ``clear`` (for a memo that is not an LRU, such
     as a ``functools.lru_cache``'s ``cache_clear``)."""
@@ -75,6 +92,7 @@ def clear_caches() -> None:
     found in texts, the shortened texts (for cold timings, or to free memory)."""
     with _lock:
         clearers = list(_clearers)
+        _interned.clear()
     for clear in clearers:
         clear()
 

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from ..._state import LRU, memo
+from ..._state import LRU, interned, memo
 from ...messages import Message, ToolCall, speaker_tag
 from ...result import is_note
 from ...text.adapters import FormatAdapter, Piece, adapters, registry_version, split_message_text
@@ -61,9 +61,54 @@ class Analysis:
     words: tuple[str, ...]  # content words (each once), for the conversation's word rarity
 
 
-_ANALYSES: LRU[Analysis] = memo(5_000)
+#: An :class:`Analysis` as a memo keeps it: its fields, its calls and their features
+#: as rows, its savings as items. Keyed by strings and numbers only (the layers and
+#: adapters as :func:`interned` numbers), a memo's thousands of entries are nothing
+#: the garbage collector walks once it has seen them (a long session's full
+#: collections spent half their time in them).
+Stored = tuple[Any, ...]
+
+_ANALYSES: LRU[Stored] = memo(5_000)
 #: A note's lines, analysed one by one (see :meth:`Analyzer._note`): two notes' worth.
-_LINES: LRU[Analysis] = memo(8_000)
+_LINES: LRU[Stored] = memo(8_000)
+
+
+def _stored(a: Analysis) -> Stored:
+    calls = tuple((c.id, c.name, c.arguments, c.type) for c in a.calls)
+    call_rows = tuple(map(_row, a.call_features))
+    savings = tuple(a.savings.items())
+    return (
+        a.tag,
+        a.pieces,
+        a.segments,
+        a.features,
+        calls,
+        call_rows,
+        a.reasons,
+        a.cpt,
+        a.identifiers,
+        a.echo,
+        savings,
+        a.words,
+    )
+
+
+def _restored(row: Stored) -> Analysis:
+    tag, pieces, segments, feats, calls, call_rows, reasons, cpt, ids, echo, saved, words = row
+    return Analysis(
+        tag,
+        pieces,
+        segments,
+        feats,
+        tuple(ToolCall(*c) for c in calls),
+        tuple(map(Features._make, call_rows)),
+        reasons,
+        cpt,
+        ids,
+        echo,
+        dict(saved),
+        words,
+    )
 
 
 class Analyzer:
@@ -75,18 +120,20 @@ class Analyzer:
 
     def __call__(self, m: Message, tok: int) -> Analysis:
         """What does not depend on the rest of the conversation, cached by content."""
-        key = (m.fingerprint, tok, self.layers, self._adapter_key())
-        hit = _ANALYSES.get(key)
-        if hit is None:
-            lines = tok >= POLICY.note_lines_from and isinstance(m.content, str) and is_note(m)
-            hit = self._note(m, tok) if lines else self._analyse(m, tok)
-            _ANALYSES.put(key, hit)
-        return hit
+        key = (m.fingerprint, tok, self._config())
+        stored = _ANALYSES.get(key)
+        if stored is not None:
+            return _restored(stored)
+        lines = tok >= POLICY.note_lines_from and isinstance(m.content, str) and is_note(m)
+        made = self._note(m, tok) if lines else self._analyse(m, tok)
+        _ANALYSES.put(key, _stored(made))
+        return made
 
-    def _adapter_key(self) -> tuple[Any, ...]:
+    def _config(self) -> int:
+        """The layers and adapters, as a memo key's number."""
         if self.adapters is not None:
-            return tuple(self.adapters)
-        return ("registry", registry_version())
+            return interned((self.layers, tuple(self.adapters)))
+        return interned((self.layers, "registry", registry_version()))
 
     def _analyse(self, m: Message, tok: int) -> Analysis:
         calls, call_texts, identifiers = _calls(m, self.layers)
@@ -146,30 +193,30 @@ class Analyzer:
         """One line of a note, analysed alone with its savings in characters (one
         token per character), its line break kept at the end of its last piece and
         segment (the plan reads where a note's lines begin)."""
-        key = (line, role, self.layers, self._adapter_key())
-        hit = _LINES.get(key)
-        if hit is None:
-            body = line.rstrip("\n")
-            a = self._analyse(Message(role, body), len(body) + 3)
-            end = line[len(body) :]
-            if end and a.segments and a.segments[-1]:
-                *rows, last = a.pieces
-                *segs, tail = a.segments
-                a = replace(
-                    a,
-                    pieces=(*rows, (last[0] + end, *last[1:])),
-                    segments=(*segs, (*tail[:-1], tail[-1] + end)),
-                )
-            elif end:  # no segment to end the line (a blank one): the break alone is one
-                a = replace(
-                    a,
-                    pieces=(*a.pieces, (end, False, "prose", 1.0)),
-                    segments=(*a.segments, (end,)),
-                    features=(*a.features, (_row(segment_features([end], [])[0]),)),
-                )
-            hit = a
-            _LINES.put(key, hit)
-        return hit
+        key = (line, role, self._config())
+        stored = _LINES.get(key)
+        if stored is not None:
+            return _restored(stored)
+        body = line.rstrip("\n")
+        a = self._analyse(Message(role, body), len(body) + 3)
+        end = line[len(body) :]
+        if end and a.segments and a.segments[-1]:
+            *rows, last = a.pieces
+            *segs, tail = a.segments
+            a = replace(
+                a,
+                pieces=(*rows, (last[0] + end, *last[1:])),
+                segments=(*segs, (*tail[:-1], tail[-1] + end)),
+            )
+        elif end:  # no segment to end the line (a blank one): the break alone is one
+            a = replace(
+                a,
+                pieces=(*a.pieces, (end, False, "prose", 1.0)),
+                segments=(*a.segments, (end,)),
+                features=(*a.features, (_row(segment_features([end], [])[0]),)),
+            )
+        _LINES.put(key, _stored(a))
+        return a
 
     def _pieces(self, draft: _Draft) -> list[Piece]:
         """The format adapters' pieces of the text (one piece when no adapter helps)."""
