@@ -60,7 +60,7 @@ class Passage:
 
 
 _WHOLE, _CALL = 1, 2  # a passage's flags, one byte each
-_U32 = struct.Struct("I").pack  # a posting's number, as ``array("I")`` reads it
+_POSTING = struct.Struct("II").pack  # a posting: passage, count, as ``array("I")`` reads it
 
 
 class Passages(Sequence[Passage]):
@@ -152,10 +152,11 @@ class RecallIndex:
         self.days: Column[date | None] = Column()  # per message: the day its stamp names
         self.opens = bytearray()  # per message: whether it opens with its stamp
         self._first = array("I", [0])  # per message: its first passage; then the count
-        # per term: the passages holding it, in order, and how often each does, as
-        # 4-byte ints in two byte strings (a million postings take 8 MB, not 64 as
-        # tuples would; and a byte string is nothing the garbage collector walks)
-        self._postings: dict[str, tuple[bytearray, bytearray]] = {}
+        # per term: the passages holding it, in order, each with how often it does,
+        # as pairs of 4-byte ints in one byte string (a million postings take 8 MB,
+        # not 64 as tuples would; a byte string is nothing the garbage collector
+        # walks, and a dict of strings and byte strings is not walked either)
+        self._postings: dict[str, bytearray] = {}
         self._lengths = array("I")
         self._total = 0
         self._costs: dict[str, dict[int, int]] = {}  # per counter: 2 * pid + full
@@ -204,9 +205,8 @@ class RecallIndex:
                     for term, tf in found.items():
                         posting = postings.get(term)
                         if posting is None:
-                            posting = postings[term] = (bytearray(), bytearray())
-                        posting[0].extend(_U32(pid))
-                        posting[1].extend(_U32(tf))
+                            posting = postings[term] = bytearray()
+                        posting.extend(_POSTING(pid, tf))
                     size = sum(found.values())
                     self._lengths.append(size)
                     self._total += size
@@ -324,21 +324,21 @@ class RecallIndex:
         n = len(self.passages)
         if not end or not n:
             return {}
-        held: list[tuple[float, tuple[bytearray, bytearray]]] = []  # (idf, posting)
+        held: list[tuple[float, bytearray]] = []  # (idf, posting)
         for term in dict.fromkeys(query):
             posting = self._postings.get(term)
             if posting is not None:
-                df = len(posting[0]) // 4
+                df = len(posting) // 8
                 held.append((math.log(1.0 + (n - df + 0.5) / (df + 0.5)), posting))
         avg = self._total / n
-        if sum(len(posting[0]) for _, posting in held) > 4 * SCAN_IN_ARRAYS:
+        if sum(len(posting) for _, posting in held) > 8 * SCAN_IN_ARRAYS:
             return self._search_arrays(held, end, avg, floor)
         lengths = self._lengths
         scores: dict[int, float] = {}
         for idf, posting in held:
-            pids, tfs = array("I"), array("I")  # copies: a view would pin the bytes
-            pids.frombytes(posting[0])
-            tfs.frombytes(posting[1])
+            both = array("I")  # a copy: a view would pin the bytes
+            both.frombytes(posting)
+            pids, tfs = both[0::2], both[1::2]
             stop = bisect_left(pids, end)
             for pid, tf in zip(pids[:stop], tfs[:stop], strict=True):
                 norm = tf + _K1 * (1.0 - _B + _B * lengths[pid] / avg)
@@ -350,7 +350,7 @@ class RecallIndex:
 
     def _search_arrays(
         self,
-        held: list[tuple[float, tuple[bytearray, bytearray]]],
+        held: list[tuple[float, bytearray]],
         end: int,
         avg: float,
         floor: float,
@@ -362,10 +362,10 @@ class RecallIndex:
         lengths = np.array(self._lengths[:end], dtype=np.float64)
         scores = np.zeros(end)
         for idf, posting in held:
-            pids = np.frombuffer(bytes(posting[0]), dtype=np.uintc)
-            stop = int(np.searchsorted(pids, end))
-            pids = pids[:stop]
-            tf = np.frombuffer(bytes(posting[1]), dtype=np.uintc)[:stop].astype(np.float64)
+            both = np.frombuffer(bytes(posting), dtype=np.uintc).reshape(-1, 2)
+            stop = int(np.searchsorted(both[:, 0], end))
+            pids = both[:stop, 0]
+            tf = both[:stop, 1].astype(np.float64)
             norm = tf + _K1 * (1.0 - _B + _B * lengths[pids] / avg)
             scores[pids] += idf * tf * (_K1 + 1.0) / norm
         top = float(scores.max())

@@ -4,12 +4,15 @@ loop or in arrays; passages read the same whether as a turn is indexed or later.
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 
-from ctxfold import Message
+from ctxfold import Message, get_counter
+from ctxfold._column import BLOCK
 from ctxfold.recall import index as index_module
 from ctxfold.recall.index import RecallIndex
-from ctxfold.recall.select import CARRIES, FLOOR, NEXT_SHARE, PREVIOUS_SHARE, rank
+from ctxfold.recall.select import CARRIES, FLOOR, NEXT_SHARE, PREVIOUS_SHARE, fit, rank
 
 SAID = [
     "The order ORD-{k} for the blue kettle shipped from the Leeds depot on day {k}.",
@@ -117,3 +120,15 @@ def test_a_new_speaker_name_is_read_again_in_what_was_read_ahead() -> None:
     assert index.shown(0) == "... My locker code is 4471."  # now only a greeting
     assert index.leaves_out(0) == ("mel",)
     assert index.shown(0, full=True) == said
+
+
+def test_a_long_index_keeps_nothing_the_collector_walks_per_passage() -> None:
+    index = RecallIndex(_history(3000))  # thousands of terms, passages, messages
+    for query in ("kettle depot", "blue kettle ORD-777", "garden weather"):
+        ranking = rank(index, query, 3000)
+        fit(index, ranking, room=4000, counter=get_counter("o200k_base"), shown="")
+    assert len(index._postings) > BLOCK and len(index._carries) > BLOCK
+    gc.collect()
+    index.extend([Message("user", "The kettle KX-9 came: zebra quartz.")])  # a turn's terms
+    walked = {k: len(gc.get_referents(v)) for k, v in vars(index).items() if gc.is_tracked(v)}
+    assert max(walked.values()) < BLOCK, walked  # postings, reading, columns: atoms
