@@ -156,7 +156,7 @@ def rank(index: RecallIndex, query: str, until: int) -> Ranking:
 
 def _rank(index: RecallIndex, query: str, until: int) -> Ranking:
     asked = frozenset(terms(query)).difference(index.names)  # not "Thanks, Mel!"
-    last = index.of_message(until - 1).stop if until else 0
+    last = index.of_message(until - 1).stop if until > 0 else 0  # none before
     return Ranking(Ranked(index, _fused(index, query, until), last), asked)
 
 

@@ -194,6 +194,15 @@ def test_a_query_of_another_type_is_a_clear_error() -> None:
         Session(recall_share=-0.1)
 
 
+def test_a_query_before_anything_is_said_recalls_nothing_and_fails_nothing() -> None:
+    """A memory asks with the user's first question before the history holds it."""
+    session = Session(budget=500)
+    assert not session.render(query="when does release 2.0 ship?").messages
+    session.add([Message("user", "Release 2.0 ships on day 5.")])
+    shown = session.render(query="when does release 2.0 ship?").messages
+    assert [m.content for m in shown] == ["Release 2.0 ships on day 5."]
+
+
 # ------------------------------------------------------------------ compress
 
 
