@@ -11,6 +11,7 @@ import threading
 from collections.abc import Callable, Sequence
 from functools import cache, lru_cache
 from importlib import resources
+from itertools import islice
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ._state import on_clear
@@ -67,7 +68,8 @@ class _MessageCounter:
     audio) costs ``per_non_text_part``. A conversation adds ``per_conversation`` for the
     reply priming. The defaults follow OpenAI's published accounting for chat models.
     Counts are cached by content hash, so re-counting a growing history only counts
-    the new messages.
+    the new messages; ``cache_size`` counts are kept at least, and counting a whole
+    conversation raises that to twice its length (:meth:`reserve`).
     """
 
     name: str = "counter"
@@ -118,8 +120,19 @@ class _MessageCounter:
         with self._lock:
             cache[key] = value
             if len(cache) > self._cache_size:
-                del cache[next(iter(cache))]  # the least recent
+                # The least recent eighth goes at once: a dict finds its oldest key by
+                # walking past the slots earlier deletions left, so one key per
+                # insert would cost a walk each (quadratic in a history past the size).
+                for old in list(islice(cache, max(1, self._cache_size // 8))):
+                    del cache[old]
         return value
+
+    def reserve(self, n: int) -> None:
+        """Keep the counts of a conversation of ``n`` messages, twice over (the next
+        call or turn counts it again, grown): a cache smaller than the history it
+        serves would forget every count before it is asked again."""
+        with self._lock:
+            self._cache_size = max(self._cache_size, 2 * n)
 
     def count_text(self, text: str) -> int:
         """Tokens in ``text`` (cached by a hash of the text for long strings)."""
@@ -155,6 +168,7 @@ class _MessageCounter:
 
     def count_messages(self, messages: Sequence[Message]) -> int:
         """Tokens the conversation costs: reply priming plus every message."""
+        self.reserve(len(messages))
         return self.per_conversation + sum(self.count_message(m) for m in messages)
 
     def __repr__(self) -> str:

@@ -200,6 +200,41 @@ def test_the_count_cache_keeps_the_most_recently_used():
     assert calls == [a, b, d, b]
 
 
+def test_a_full_count_cache_forgets_the_oldest_and_keeps_the_newest():
+    calls: list[str] = []
+
+    def length(text: str) -> int:
+        calls.append(text)
+        return len(text.split())
+
+    c = CallableCounter(length, name="words", cache_size=16)
+    texts = [f"text {k} " * 20 for k in range(100)]
+    for text in texts:
+        c.count_text(text)
+    assert len(calls) == 100
+    for text in texts[-14:]:  # the newest are kept (at most an eighth goes at once)
+        c.count_text(text)
+    assert len(calls) == 100
+    c.count_text(texts[0])  # the oldest was forgotten
+    assert len(calls) == 101
+
+
+def test_counting_a_history_longer_than_the_cache_again_counts_nothing():
+    calls: list[str] = []
+
+    def length(text: str) -> int:
+        calls.append(text)
+        return len(text.split())
+
+    c = CallableCounter(length, name="words", cache_size=4)
+    history = [Message("user" if k % 2 else "assistant", f"turn {k} " * 10) for k in range(50)]
+    total = c.count_messages(history)
+    assert len(calls) == 50
+    grown = [*history, Message("user", "one more turn " * 5)]
+    assert c.count_messages(grown) == total + c.count_message(grown[-1])
+    assert len(calls) == 51  # the cache grew to the history: only the new one counted
+
+
 def test_approx_counter_is_close_to_tiktoken_and_errs_high():
     exact, approx = TiktokenCounter("o200k_base"), ApproxCounter()
     for _, msgs in example_conversations():
