@@ -78,3 +78,5 @@ def test_a_glance_finds_what_the_analysis_counts():
     again = glance(Message("assistant", "The ticket is closed."), vocabulary)
     ticket = next(w for w in again.features.content if w == "ticket")
     assert ticket is next(w for w in g.features.content if w == "ticket")  # one string
+    path = glance(Message("user", "Open /etc/app/config.yaml again."), vocabulary)
+    assert path.identifiers[0][1] is g.identifiers[0][1]

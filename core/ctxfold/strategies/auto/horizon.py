@@ -14,8 +14,9 @@ note's list and in the words' rarity). Below the horizon, nothing changes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from ...messages import Message, speaker_tag
 from ...text.adapters import Piece
@@ -39,15 +40,16 @@ class Glance:
 
 
 def glance(m: Message, vocabulary: dict[str, str]) -> Glance:
-    """The message's glance; its words are interned in ``vocabulary`` (one string per
-    word across the history, not one per message)."""
+    """The message's glance; its words and identifiers are interned in
+    ``vocabulary`` (one string per word across the history, not one per message)."""
     text = m.text
     found = list(find_identifiers(text))
     f = segment_features([text], found)[0]
     words = tuple(map(vocabulary.setdefault, f.content, f.content))
     ids = [(kind, value) for kind, value, _, _ in found]
     ids += call_identifiers(m.tool_calls)
-    return Glance(f._replace(content=words, line=""), tuple(ids), echo_of(m.role))
+    shared = tuple([(kind, vocabulary.setdefault(value, value)) for kind, value in ids])
+    return Glance(f._replace(content=words, line=""), shared, echo_of(m.role))
 
 
 @dataclass(frozen=True)
@@ -104,22 +106,30 @@ def candidates(
     return sorted(out)
 
 
+#: What every glanced plan shares (read only: selection never chooses a segment that
+#: scores nothing, so it changes only its ``chosen``).
+_NOTHING = ((0.0,),)
+_GLANCED = ("horizon:glanced",)
+_SAVED_NOTHING: Mapping[str, int] = MappingProxyType({})
+
+
 def glanced_plan(m: Message, i: int, g: Glance) -> Plan:
     """A folded message known by its glance: one segment that is never chosen (it
     scores nothing), its identifiers for the note's list."""
     return Plan(
         i,
         speaker_tag(m),
-        [Piece(m.text, keep=False)],
-        [[m.text]],
-        [[0.0]],
-        [[g.features.content]],
+        (Piece(m.text, keep=False),),
+        ((m.text,),),
+        _NOTHING,
+        ((g.features.content,),),
         [[False]],
         (),
+        (),
         [],
-        [],
-        ["horizon:glanced"],
+        _GLANCED,
         1.0,
-        list(g.identifiers),
+        g.identifiers,
         g.echo,
+        savings=_SAVED_NOTHING,
     )

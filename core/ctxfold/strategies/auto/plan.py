@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -46,21 +46,21 @@ class Plan:
 
     index: int
     tag: str
-    pieces: list[Piece]
-    segments: list[list[str]]
-    scores: list[list[float]]
-    words: list[list[tuple[str, ...]]]  # content words of each segment
-    chosen: list[list[bool]]
+    pieces: Sequence[Piece]
+    segments: Sequence[Sequence[str]]
+    scores: Sequence[Sequence[float]]
+    words: Sequence[Sequence[tuple[str, ...]]]  # content words of each segment
+    chosen: list[list[bool]]  # the only parts selection changes
     calls: tuple[ToolCall, ...]
-    call_scores: list[float]
+    call_scores: Sequence[float]
     call_chosen: list[bool]
-    reasons: list[str]
+    reasons: Sequence[str]
     cpt: float
-    identifiers: list[tuple[str, str]] = field(default_factory=list)  # (kind, value)
+    identifiers: Sequence[tuple[str, str]] = ()  # (kind, value)
     echo: float = 1.0  # how much a mention here counts (tool output 1, people 2)
     note: bool = False  # an earlier note, folded again: its lines name their speakers
     deduplicated: bool = False
-    savings: Counter[str] = field(default_factory=Counter)
+    savings: Mapping[str, int] = field(default_factory=dict)  # tokens, by layer
 
     def complete(self) -> bool:
         """Whether everything is chosen (the message can stay in place)."""
@@ -86,19 +86,19 @@ def make_plan(a: Analysis, i: int, ctx: ScoreContext, *, note: bool = False) -> 
         i,
         a.tag,
         [Piece(*row) for row in a.pieces],
-        [list(x) for x in a.segments],
+        a.segments,
         scores,
         [[f.content for f in fs] for fs in feats],
         [[False] * len(x) for x in a.segments],
         a.calls,
         call_scores,
         [False] * len(a.calls),
-        list(a.reasons),
+        a.reasons,
         a.cpt,
-        list(a.identifiers),
+        a.identifiers,
         a.echo,
         note,
-        savings=Counter(a.savings),
+        savings=a.savings,
     )
 
 
