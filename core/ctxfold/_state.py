@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Hashable
+from itertools import islice
 from typing import Any, Generic, TypeVar
 
 __all__ = ["LRU", "clear_caches", "default", "interned", "memo", "on_clear"]
@@ -23,26 +23,47 @@ D = TypeVar("D")
 
 
 class LRU(Generic[V]):
-    """At most ``maxsize`` entries; the least recently used goes first. Thread-safe."""
+    """At most ``maxsize`` entries; the least recently used go first, an eighth of
+    ``maxsize`` at a time. Thread-safe.
+
+    The entries live in a plain dict in recency order (a hit moves to the end). A
+    dict of strings, numbers and tuples of them is one the garbage collector stops
+    tracking, where an ``OrderedDict`` is walked entry by entry in every full
+    collection (a process's memos were most of what one walked). Eviction goes by
+    eighths because a dict finds its oldest key by walking past the slots earlier
+    deletions left: one key per insert would cost such a walk each."""
+
+    __slots__ = ("_data", "_lock", "_maxsize")
 
     def __init__(self, maxsize: int) -> None:
-        self._data: OrderedDict[Hashable, V] = OrderedDict()
+        self._data: dict[Hashable, V] = {}
         self._maxsize = maxsize
         self._lock = threading.Lock()
 
     def get(self, key: Hashable) -> V | None:
-        with self._lock:
-            hit = self._data.get(key)
-            if hit is not None:
-                self._data.move_to_end(key)
-            return hit
+        # No lock: each dict operation is atomic, and a hit that another thread's
+        # put or get races with only moves or is computed again (a memo is pure).
+        data = self._data
+        hit = data.pop(key, None)
+        if hit is not None:
+            data[key] = hit  # the most recent now
+        return hit
 
     def put(self, key: Hashable, value: V) -> None:
+        data = self._data
+        data.pop(key, None)
+        data[key] = value
+        if len(data) > self._maxsize:
+            with self._lock:  # one thread evicts
+                extra = len(data) - self._maxsize
+                if extra > 0:
+                    for old in list(islice(data, extra + self._maxsize // 8)):
+                        data.pop(old, None)
+
+    def reserve(self, n: int) -> None:
+        """Keep at least ``n`` entries from now on."""
         with self._lock:
-            self._data[key] = value
-            self._data.move_to_end(key)
-            if len(self._data) > self._maxsize:
-                self._data.popitem(last=False)
+            self._maxsize = max(self._maxsize, n)
 
     def clear(self) -> None:
         with self._lock:

@@ -8,13 +8,12 @@ import hashlib
 import math
 import re
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from functools import cache, lru_cache
 from importlib import resources
-from itertools import islice
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from ._state import on_clear
+from ._state import LRU, on_clear
 from .exceptions import ConfigurationError, MissingDependencyError
 from .messages import Message
 
@@ -99,51 +98,36 @@ class _MessageCounter:
         self.per_tool_call = per_tool_call
         self.per_non_text_part = per_non_text_part
         self.per_conversation = per_conversation
-        self._cache_size = cache_size
-        # Plain dicts in recency order (a hit moves to the end): of bytes or strings and
-        # ints only, which the garbage collector never tracks (an OrderedDict of 65,536
-        # counts was walked by every full collection).
-        self._text_cache: dict[bytes, int] = {}
-        self._message_cache: dict[str, int] = {}
-        self._lock = threading.Lock()
+        self._texts: LRU[int] = LRU(cache_size)  # by a digest of the text
+        self._messages: LRU[int] = LRU(cache_size)  # by the message's fingerprint
 
     def _encode_len(self, text: str) -> int:
         raise NotImplementedError
 
-    def _cached(self, cache: dict[Any, int], key: Any, compute: Callable[[], int]) -> int:
-        with self._lock:
-            hit = cache.pop(key, None)
-            if hit is not None:
-                cache[key] = hit  # the most recent now
-                return hit
-        value = compute()
-        with self._lock:
-            cache[key] = value
-            if len(cache) > self._cache_size:
-                # The least recent eighth goes at once: a dict finds its oldest key by
-                # walking past the slots earlier deletions left, so one key per
-                # insert would cost a walk each (quadratic in a history past the size).
-                for old in list(islice(cache, max(1, self._cache_size // 8))):
-                    del cache[old]
-        return value
+    @staticmethod
+    def _cached(cache: LRU[int], key: Hashable, compute: Callable[[], int]) -> int:
+        hit = cache.get(key)
+        if hit is None:
+            hit = compute()
+            cache.put(key, hit)
+        return hit
 
     def reserve(self, n: int) -> None:
         """Keep the counts of a conversation of ``n`` messages, twice over (the next
         call or turn counts it again, grown): a cache smaller than the history it
         serves would forget every count before it is asked again."""
-        with self._lock:
-            self._cache_size = max(self._cache_size, 2 * n)
+        self._messages.reserve(2 * n)
 
     def count_text(self, text: str) -> int:
         """Tokens in ``text`` (cached by a hash of the text for long strings)."""
         if len(text) < 64:
             return self._encode_len(text) if text else 0
-        return self._cached(self._text_cache, _text_key(text), lambda: self._encode_len(text))
+        return self._cached(self._texts, _text_key(text), lambda: self._encode_len(text))
 
     def count_message(self, message: Message) -> int:
         """Tokens ``message`` costs, overhead included (cached by its fingerprint)."""
         return self._cached(
-            self._message_cache, message.fingerprint, lambda: self._count_message(message)
+            self._messages, message.fingerprint, lambda: self._count_message(message)
         )
 
     def _count_message(self, m: Message) -> int:
@@ -396,7 +380,7 @@ class TiktokenCounter(_MessageCounter):
 
     def _chunk_len(self, chunk: str) -> int:
         return self._cached(
-            self._text_cache, _text_key(chunk), lambda: len(self.encoding.encode_ordinary(chunk))
+            self._texts, _text_key(chunk), lambda: len(self.encoding.encode_ordinary(chunk))
         )
 
 

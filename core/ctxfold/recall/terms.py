@@ -5,7 +5,6 @@ stemming), the same for a question and for the history, so that they meet."""
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 
 from .._state import LRU, memo
 from ..text.primitives import find_identifiers
@@ -21,10 +20,20 @@ _WHOLE = frozenset({"path", "url", "dotted", "id", "snake", "camel", "code"})
 _TERMS: LRU[tuple[str, ...]] = memo(20_000)
 
 
-@lru_cache(maxsize=65_536)  # a history says the same words again and again
+_STEMS: LRU[str] = memo(65_536)  # a history says the same words again and again
+
+
 def stem(word: str) -> str:
     """A light English stemmer: enough that "paints", "painted" and "painting" meet,
     never so much that two different words do often."""
+    hit = _STEMS.get(word)
+    if hit is None:
+        hit = _stem(word)
+        _STEMS.put(word, hit)
+    return hit
+
+
+def _stem(word: str) -> str:
     n = len(word)
     if n > 4 and word.endswith("ies"):
         return word[:-3] + "y"

@@ -8,10 +8,10 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from collections.abc import Iterator
-from functools import lru_cache
 from typing import Any
 
 from .._json import loads as json_loads
+from .._state import LRU, memo
 from .secrets import overlaps, secret_spans
 from .wordlists import word_list
 
@@ -49,9 +49,19 @@ _LEAD = "#=+@!?:.,-~^$%&\\"
 _TRAIL = ".,:;!?-=~^$%&\\"
 
 
-@lru_cache(maxsize=32_768)  # the same tokens recur across messages: numbers, paths, ids
+_KINDS: LRU[str] = memo(32_768)  # the same tokens recur across messages: numbers, paths, ids
+
+
 def _classify(tok: str) -> str | None:
     """The identifier kind of a whitespace-free token, or None for a plain word."""
+    hit = _KINDS.get(tok)
+    if hit is None:
+        hit = _kind(tok) or ""  # "": no kind (None is a miss)
+        _KINDS.put(tok, hit)
+    return hit or None
+
+
+def _kind(tok: str) -> str | None:
     if "://" in tok:
         return "url" if tok.split("://", 1)[0].isalpha() and len(tok) > 10 else None
     if "/" in tok or "\\" in tok:

@@ -1,0 +1,73 @@
+"""The process's memo tables: least recent first out, safe across threads, and (of
+strings, numbers and tuples of them) never walked by the garbage collector."""
+
+from __future__ import annotations
+
+import gc
+import threading
+
+import ctxfold
+from ctxfold import _state
+from ctxfold._state import LRU
+from ctxfold.session import Session
+from tests.conftest import example_conversations
+
+
+def test_a_table_forgets_the_least_recently_used_an_eighth_at_a_time() -> None:
+    table: LRU[str] = LRU(16)
+    for k in range(16):
+        table.put(k, f"v{k}")
+    assert table.get(0) == "v0"  # now the most recent
+    table.put(16, "v16")  # over: 1 and the next two go (17 - 16 + 16 // 8 = 3)
+    assert len(table) == 14
+    assert [table.get(k) for k in (1, 2, 3)] == [None, None, None]
+    assert table.get(0) == "v0" and table.get(4) == "v4" and table.get(16) == "v16"
+    table.reserve(100)
+    for k in range(100, 180):
+        table.put(k, "x")
+    assert len(table) == 94  # nothing forgotten below the new size
+    table.clear()
+    assert len(table) == 0 and table.get(0) is None
+
+
+def test_threads_sharing_a_table_lose_nothing_but_old_entries() -> None:
+    table: LRU[tuple[int, int]] = LRU(64)
+    errors: list[BaseException] = []
+
+    def work(t: int) -> None:
+        try:
+            for k in range(5_000):
+                table.put((t, k), (t, k))
+                hit = table.get((t, k - 3))
+                assert hit is None or hit == (t, k - 3)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    assert len(table) <= 64
+
+
+def test_the_memos_a_compression_and_a_session_fill_are_not_walked() -> None:
+    """Every memo table holds strings, numbers and tuples of them only, so once
+    full collections have looked at it the collector stops tracking it (until a new
+    entry comes): a long-running process pays nothing for its memos in each one."""
+    ctxfold.clear_caches()
+    for _, msgs in example_conversations():
+        budget = ctxfold.share_budget(msgs, 0.25, ctxfold.get_counter("o200k_base"))
+        ctxfold.compress(msgs, budget=budget)
+        session = Session(budget=budget, recall_share=0.3)  # recall on, agent run or not
+        session.add(msgs)
+        session.render(query=msgs[-1].text[:200] or "what was decided?")
+    for _ in range(6):  # a collection untracks one level of nested tuples at least
+        gc.collect()
+    tables = [c.__self__ for c in _state._clearers if isinstance(getattr(c, "__self__", None), LRU)]
+    assert len(tables) >= 6
+    filled = [t for t in tables if len(t)]
+    assert len(filled) >= 5
+    walked = [t for t in filled if gc.is_tracked(t._data)]
+    assert not walked, [next(iter(t._data.items())) for t in walked]
