@@ -183,14 +183,19 @@ def test_counts_are_cached_by_content():
     assert len(calls) == first + 1
 
 
-def test_the_count_cache_keeps_the_most_recently_used():
+def _recording(cache_size: int) -> tuple[CallableCounter, list[str]]:
+    """A word counter with a cache of ``cache_size``, and the texts it counted."""
     calls: list[str] = []
 
     def length(text: str) -> int:
         calls.append(text)
         return len(text.split())
 
-    c = CallableCounter(length, name="words", cache_size=2)
+    return CallableCounter(length, name="words", cache_size=cache_size), calls
+
+
+def test_the_count_cache_keeps_the_most_recently_used():
+    c, calls = _recording(cache_size=2)
     a, b, d = ("alpha " * 20, "beta " * 20, "delta " * 20)
     for text in (a, b, a, d):  # a is used again: b is the least recent when d arrives
         c.count_text(text)
@@ -200,33 +205,8 @@ def test_the_count_cache_keeps_the_most_recently_used():
     assert calls == [a, b, d, b]
 
 
-def test_a_full_count_cache_forgets_the_oldest_and_keeps_the_newest():
-    calls: list[str] = []
-
-    def length(text: str) -> int:
-        calls.append(text)
-        return len(text.split())
-
-    c = CallableCounter(length, name="words", cache_size=16)
-    texts = [f"text {k} " * 20 for k in range(100)]
-    for text in texts:
-        c.count_text(text)
-    assert len(calls) == 100
-    for text in texts[-14:]:  # the newest are kept (at most an eighth goes at once)
-        c.count_text(text)
-    assert len(calls) == 100
-    c.count_text(texts[0])  # the oldest was forgotten
-    assert len(calls) == 101
-
-
 def test_counting_a_history_longer_than_the_cache_again_counts_nothing():
-    calls: list[str] = []
-
-    def length(text: str) -> int:
-        calls.append(text)
-        return len(text.split())
-
-    c = CallableCounter(length, name="words", cache_size=4)
+    c, calls = _recording(cache_size=4)
     history = [Message("user" if k % 2 else "assistant", f"turn {k} " * 10) for k in range(50)]
     total = c.count_messages(history)
     assert len(calls) == 50
