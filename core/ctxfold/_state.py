@@ -13,7 +13,6 @@ from __future__ import annotations
 import itertools
 import threading
 from collections.abc import Callable, Hashable
-from itertools import islice
 from typing import Any, Generic, TypeVar
 
 __all__ = ["LRU", "clear_caches", "default", "interned", "memo", "on_clear"]
@@ -57,7 +56,9 @@ class LRU(Generic[V]):
             with self._lock:  # one thread evicts
                 extra = len(data) - self._maxsize
                 if extra > 0:
-                    for old in list(islice(data, extra + self._maxsize // 8)):
+                    # list(data) copies the keys at once (a get moving a key meanwhile
+                    # could break an iteration); the oldest come first.
+                    for old in list(data)[: extra + self._maxsize // 8]:
                         data.pop(old, None)
 
     def reserve(self, n: int) -> None:
