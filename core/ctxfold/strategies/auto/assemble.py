@@ -142,7 +142,7 @@ def _condensed_note(p: Plan) -> str:
 def condensed(p: Plan) -> str:
     """The chosen parts of a message, for the note (nothing for a copy of a later
     message: in the note, a pointer to it says nothing)."""
-    if p.deduplicated:
+    if p.deduplicated or not p.anything():  # most folded messages of a long history
         return ""
     if p.note:
         return _condensed_note(p)
@@ -312,7 +312,8 @@ def savings(
     """Tokens each layer saved on the older messages, and what selection saved."""
     total: Counter[str] = Counter()
     for i, plan in plans.items():
-        total.update(plan.savings)
+        if plan.savings:  # a glanced message saved nothing
+            total.update(plan.savings)
         if plan.deduplicated:
             total["dedup"] += tokens[i]
     meta = {} if note is None else note.metadata[NOTE_KEY]

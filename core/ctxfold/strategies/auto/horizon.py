@@ -49,7 +49,8 @@ def glance(m: Message, vocabulary: dict[str, str]) -> Glance:
     ids = [(kind, value) for kind, value, _, _ in found]
     ids += call_identifiers(m.tool_calls)
     shared = tuple([(kind, vocabulary.setdefault(value, value)) for kind, value in ids])
-    return Glance(f._replace(content=words, line=""), shared, echo_of(m.role))
+    features = Features(words, f.base, f.factor, f.signal, "", f.names)  # not _replace: slow
+    return Glance(features, shared, echo_of(m.role))
 
 
 @dataclass(frozen=True)
