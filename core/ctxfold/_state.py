@@ -18,6 +18,7 @@ from typing import Any, Generic, TypeVar
 __all__ = ["LRU", "clear_caches", "default", "interned", "memo", "on_clear"]
 
 V = TypeVar("V")
+_MISSING: Any = object()
 D = TypeVar("D")
 
 
@@ -60,6 +61,17 @@ class LRU(Generic[V]):
                     # could break an iteration); the oldest come first.
                     for old in list(data)[: extra + self._maxsize // 8]:
                         data.pop(old, None)
+
+    def cached(self, key: Hashable, make: Callable[..., V], *args: Any) -> V:
+        """The value under ``key``; on a miss, ``make(*args)``, kept (None too)."""
+        data = self._data
+        hit = data.pop(key, _MISSING)
+        if hit is _MISSING:
+            hit = make(*args)
+            self.put(key, hit)
+        else:
+            data[key] = hit  # the most recent now
+        return hit  # type: ignore[no-any-return]
 
     def reserve(self, n: int) -> None:
         """Keep at least ``n`` entries from now on."""

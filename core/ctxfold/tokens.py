@@ -8,7 +8,7 @@ import hashlib
 import math
 import re
 import threading
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Sequence
 from functools import cache, lru_cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -104,14 +104,6 @@ class _MessageCounter:
     def _encode_len(self, text: str) -> int:
         raise NotImplementedError
 
-    @staticmethod
-    def _cached(cache: LRU[int], key: Hashable, compute: Callable[[], int]) -> int:
-        hit = cache.get(key)
-        if hit is None:
-            hit = compute()
-            cache.put(key, hit)
-        return hit
-
     def reserve(self, n: int) -> None:
         """Keep the counts of a conversation of ``n`` messages, twice over (the next
         call or turn counts it again, grown): a cache smaller than the history it
@@ -122,13 +114,11 @@ class _MessageCounter:
         """Tokens in ``text`` (cached by a hash of the text for long strings)."""
         if len(text) < 64:
             return self._encode_len(text) if text else 0
-        return self._cached(self._texts, _text_key(text), lambda: self._encode_len(text))
+        return self._texts.cached(_text_key(text), self._encode_len, text)
 
     def count_message(self, message: Message) -> int:
         """Tokens ``message`` costs, overhead included (cached by its fingerprint)."""
-        return self._cached(
-            self._messages, message.fingerprint, lambda: self._count_message(message)
-        )
+        return self._messages.cached(message.fingerprint, self._count_message, message)
 
     def _count_message(self, m: Message) -> int:
         # The message count is cached as a whole, so its texts skip the text cache.
@@ -368,20 +358,21 @@ class TiktokenCounter(_MessageCounter):
 
     def _encode_len(self, text: str) -> int:
         if len(text) < _CHUNKED or self.name not in _CUTTABLE:
-            return len(self.encoding.encode_ordinary(text))
+            return self._encode_whole(text)
         # A long text (a note rewritten round after round, a growing transcript) is
         # counted in cached chunks, so the lines it shares with an earlier text cost
         # nothing. Exact: these encodings never join a newline to a letter or digit
         # after it, so each chunk's tokens are the whole text's tokens there.
         chunks = _chunks(text)
         if len(chunks) == 1:
-            return len(self.encoding.encode_ordinary(text))
+            return self._encode_whole(text)
         return sum(self._chunk_len(chunk) for chunk in chunks)
 
+    def _encode_whole(self, text: str) -> int:
+        return len(self.encoding.encode_ordinary(text))
+
     def _chunk_len(self, chunk: str) -> int:
-        return self._cached(
-            self._texts, _text_key(chunk), lambda: len(self.encoding.encode_ordinary(chunk))
-        )
+        return self._texts.cached(_text_key(chunk), self._encode_whole, chunk)
 
 
 #: Encodings whose pre-tokenizer always ends a piece at a newline followed by an ASCII

@@ -30,6 +30,23 @@ def test_a_table_forgets_the_least_recently_used_an_eighth_at_a_time() -> None:
     assert len(table) == 0 and table.get(0) is None
 
 
+def test_a_table_makes_a_missing_value_once_even_none() -> None:
+    made: list[str] = []
+
+    def kind(token: str) -> str | None:
+        made.append(token)
+        return None if token.isalpha() else "id"
+
+    table: LRU[str | None] = LRU(8)
+    assert [table.cached(t, kind, t) for t in ("word", "HAT039", "word", "HAT039")] == [
+        None,
+        "id",
+        None,
+        "id",
+    ]
+    assert made == ["word", "HAT039"]  # a None made once is kept, not made again
+
+
 def test_threads_sharing_a_table_lose_nothing_but_old_entries() -> None:
     table: LRU[tuple[int, int]] = LRU(64)
     errors: list[BaseException] = []

@@ -102,11 +102,7 @@ _SPLIT: LRU[tuple[tuple[str, bool, bool], ...]] = memo(20_000)
 
 def passages_of(m: Message) -> tuple[tuple[str, bool, bool], ...]:
     """``(text, whole, call)`` of each passage of ``m`` (memoized by content)."""
-    hit = _SPLIT.get(m.fingerprint)
-    if hit is None:
-        hit = tuple(_split(m))
-        _SPLIT.put(m.fingerprint, hit)
-    return hit
+    return _SPLIT.cached(m.fingerprint, lambda: tuple(_split(m)))
 
 
 def _split(m: Message) -> Iterable[tuple[str, bool, bool]]:

@@ -26,11 +26,7 @@ _STEMS: LRU[str] = memo(65_536)  # a history says the same words again and again
 def stem(word: str) -> str:
     """A light English stemmer: enough that "paints", "painted" and "painting" meet,
     never so much that two different words do often."""
-    hit = _STEMS.get(word)
-    if hit is None:
-        hit = _stem(word)
-        _STEMS.put(word, hit)
-    return hit
+    return _STEMS.cached(word, _stem, word)
 
 
 def _stem(word: str) -> str:
@@ -50,11 +46,7 @@ def terms(text: str) -> tuple[str, ...]:
     """The terms of ``text``, in order, repeats kept (memoized by text): each word
     and number (lower-cased, stop words out, stemmed), and each identifier whole
     (``auth/middleware.ts``, ``HAT039``) besides its parts."""
-    hit = _TERMS.get(text)
-    if hit is None:
-        hit = _terms(text)
-        _TERMS.put(text, hit)
-    return hit
+    return _TERMS.cached(text, _terms, text)
 
 
 def _terms(text: str) -> tuple[str, ...]:

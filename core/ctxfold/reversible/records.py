@@ -128,14 +128,13 @@ def message_bytes(m: Message) -> tuple[bytes, bytes]:
     """``m``'s record as stored, and its SHA-256: memoized by content for a message
     without metadata (metadata is in the record but not in the fingerprint)."""
     if m.metadata:
-        data = encode(message_record(m))
-        return data, hashlib.sha256(data).digest()
-    hit = _ENCODED.get(m.fingerprint)
-    if hit is None:
-        data = encode(message_record(m))
-        hit = (data, hashlib.sha256(data).digest())
-        _ENCODED.put(m.fingerprint, hit)
-    return hit
+        return _encoded(m)
+    return _ENCODED.cached(m.fingerprint, _encoded, m)
+
+
+def _encoded(m: Message) -> tuple[bytes, bytes]:
+    data = encode(message_record(m))
+    return data, hashlib.sha256(data).digest()
 
 
 def message_from_record(r: Mapping[str, Any]) -> Message:

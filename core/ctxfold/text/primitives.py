@@ -49,16 +49,12 @@ _LEAD = "#=+@!?:.,-~^$%&\\"
 _TRAIL = ".,:;!?-=~^$%&\\"
 
 
-_KINDS: LRU[str] = memo(32_768)  # the same tokens recur across messages: numbers, paths, ids
+_KINDS: LRU[str | None] = memo(32_768)  # the same tokens recur: numbers, paths, ids
 
 
 def _classify(tok: str) -> str | None:
     """The identifier kind of a whitespace-free token, or None for a plain word."""
-    hit = _KINDS.get(tok)
-    if hit is None:
-        hit = _kind(tok) or ""  # "": no kind (None is a miss)
-        _KINDS.put(tok, hit)
-    return hit or None
+    return _KINDS.cached(tok, _kind, tok)
 
 
 def _kind(tok: str) -> str | None:

@@ -378,11 +378,7 @@ def shorten(text: str, max_tokens: int, counter: TokenCounter, *, goal: str = ""
     if counter.count_text(text) <= max_tokens:
         return text
     key = (text, max_tokens, counter.name, goal, registry_version())
-    hit = _SHORTENED.get(key)
-    if hit is None:
-        hit = _shorten(text, max_tokens, counter, goal)
-        _SHORTENED.put(key, hit)
-    return hit
+    return _SHORTENED.cached(key, _shorten, text, max_tokens, counter, goal)
 
 
 def _shorten(text: str, max_tokens: int, counter: TokenCounter, goal: str) -> str:
