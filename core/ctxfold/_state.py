@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Callable, Hashable
-from typing import Any, Generic, TypeVar
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from typing import Any, Generic, TypeVar, cast
 
 __all__ = ["LRU", "clear_caches", "default", "interned", "memo", "on_clear"]
 
 V = TypeVar("V")
+K = TypeVar("K", bound=Hashable)
 _MISSING: Any = object()
 D = TypeVar("D")
 
@@ -54,13 +55,17 @@ class LRU(Generic[V]):
         data.pop(key, None)
         data[key] = value
         if len(data) > self._maxsize:
-            with self._lock:  # one thread evicts
-                extra = len(data) - self._maxsize
-                if extra > 0:
-                    # list(data) copies the keys at once (a get moving a key meanwhile
-                    # could break an iteration); the oldest come first.
-                    for old in list(data)[: extra + self._maxsize // 8]:
-                        data.pop(old, None)
+            self._evict()
+
+    def _evict(self) -> None:
+        with self._lock:  # one thread evicts
+            data = self._data
+            extra = len(data) - self._maxsize
+            if extra > 0:
+                # list(data) copies the keys at once (a get moving a key meanwhile
+                # could break an iteration); the oldest come first.
+                for old in list(data)[: extra + self._maxsize // 8]:
+                    data.pop(old, None)
 
     def cached(self, key: Hashable, make: Callable[..., V], *args: Any) -> V:
         """The value under ``key``; on a miss, ``make(*args)``, kept (None too)."""
@@ -72,6 +77,25 @@ class LRU(Generic[V]):
         else:
             data[key] = hit  # the most recent now
         return hit  # type: ignore[no-any-return]
+
+    def map(self, keys: Sequence[K], make: Callable[[list[K]], Iterable[V]]) -> list[V]:
+        """The value of each of ``keys``, in order, looked up in bulk (at C speed, for
+        many keys such as a text's words): the keys missing are made in one call,
+        ``make(missing)`` (each once, in first-seen order; it returns their values,
+        never None, in that order), and kept. Hits found this way keep their place in
+        the recency order: the oldest made go first."""
+        data = self._data
+        missing = [k for k in dict.fromkeys(keys) if k not in data]
+        made = dict(zip(missing, make(missing), strict=True)) if missing else {}
+        data.update(made.items())
+        found = list(map(data.get, keys))
+        if None in found:  # another thread evicted one meanwhile: make it again
+            gone = [k for k, v in zip(keys, found, strict=True) if v is None and k not in made]
+            made.update(zip(gone, make(gone), strict=True))
+            found = [made[k] if v is None else v for k, v in zip(keys, found, strict=True)]
+        if len(data) > self._maxsize:
+            self._evict()
+        return cast("list[V]", found)
 
     def reserve(self, n: int) -> None:
         """Keep at least ``n`` entries from now on."""

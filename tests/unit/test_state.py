@@ -47,6 +47,24 @@ def test_a_table_makes_a_missing_value_once_even_none() -> None:
     assert made == ["word", "HAT039"]  # a None made once is kept, not made again
 
 
+def test_a_table_looks_up_many_keys_and_makes_the_missing_in_one_call() -> None:
+    calls: list[list[str]] = []
+
+    def lengths(words: list[str]) -> list[int]:
+        calls.append(words)
+        return [len(w) for w in words]
+
+    table: LRU[int] = LRU(8)
+    table.put("seen", 99)  # a kept value is served, not made again
+    assert table.map(["ab", "seen", "abc", "ab"], lengths) == [2, 99, 3, 2]
+    assert calls == [["ab", "abc"]]  # each missing key once, in first-seen order
+    assert table.map(["abc", "ab"], lengths) == [3, 2] and len(calls) == 1
+    assert table.map([], lengths) == [] and len(calls) == 1
+    many = [f"w{k}" for k in range(20)]  # more than the table holds: all served
+    assert table.map(many, lengths) == [len(w) for w in many]
+    assert len(table) <= 8
+
+
 def test_threads_sharing_a_table_lose_nothing_but_old_entries() -> None:
     table: LRU[tuple[int, int]] = LRU(64)
     errors: list[BaseException] = []

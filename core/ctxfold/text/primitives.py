@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from collections.abc import Iterator
+from itertools import accumulate, compress
 from typing import Any
 
 from .._json import loads as json_loads
@@ -176,7 +177,51 @@ def find_identifiers(text: str) -> Iterator[tuple[str, str, int, int]]:
 
 
 def _identifier_tokens(text: str) -> Iterator[tuple[str, str, int, int]]:
-    """:func:`find_identifiers` without inline code: every token that classifies."""
+    """:func:`find_identifiers` without inline code: every token that classifies.
+
+    No token holds whitespace, so each whitespace-separated word's identifiers are its
+    own, found once per process (the words of a history recur: paths, names, ids) and
+    placed at each of the word's places: a text's words are looked up in bulk, and only
+    those holding identifiers are walked."""
+    words = text.split()
+    found = _WORD_IDENTIFIERS.map(words, _scan_words)
+    at = 0
+    for word, ids in compress(zip(words, found, strict=True), found):
+        at = _place(text, word, at)
+        for kind, value, start, end in ids:
+            yield kind, value, at + start, at + end
+        at += len(word)
+
+
+_WordIdentifiers = tuple[tuple[str, str, int, int], ...]
+#: A word's identifiers, offsets within the word (most words hold none: ``()``).
+_WORD_IDENTIFIERS: LRU[_WordIdentifiers] = memo(1 << 17)
+
+
+def _place(text: str, word: str, at: int) -> int:
+    """Where ``word`` stands in ``text`` as a whole whitespace-separated word, at or
+    after ``at`` (the first such place: the words before it were placed already)."""
+    end = len(text)
+    while True:
+        start = text.index(word, at)
+        stop = start + len(word)
+        if (start == 0 or text[start - 1].isspace()) and (stop == end or text[stop].isspace()):
+            return start
+        at = start + 1
+
+
+def _scan_words(words: list[str]) -> list[_WordIdentifiers]:
+    """The identifiers of each word, in one scan of the words joined by newlines."""
+    starts = [0, *accumulate(len(w) + 1 for w in words)]
+    out: list[list[tuple[str, str, int, int]]] = [[] for _ in words]
+    for kind, value, start, end in _scan("\n".join(words)):
+        k = bisect_right(starts, start) - 1
+        out[k].append((kind, value, start - starts[k], end - starts[k]))
+    return [tuple(ids) for ids in out]
+
+
+def _scan(text: str) -> Iterator[tuple[str, str, int, int]]:
+    """Every token of ``text`` that classifies, found by the candidate pattern."""
     for m in _CANDIDATE.finditer(text):
         tok = m.group()
         if tok.isdigit():

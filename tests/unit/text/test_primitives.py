@@ -139,3 +139,37 @@ def test_the_quick_gate_keeps_every_identifier_of_the_bundled_conversations(exam
         for m in messages:
             gated = [f for f in find_identifiers(m.text) if f[0] != "code"]
             assert gated == list(_identifier_tokens(m.text))
+
+
+_SPACES = st.sampled_from([" ", "\n", "\t", "\x1c", "\u00a0", "\u2028", "\u3000"])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.one_of(_ID_ALPHABET, _SPACES), max_size=60).map("".join))
+def test_words_found_once_place_identifiers_as_one_scan_of_the_text(text):
+    """Each whitespace-separated word's identifiers are found once per process and
+    placed; that is what one scan of the whole text finds, in order, at its offsets
+    (any Unicode whitespace; the same word again; a word inside a longer word)."""
+    from ctxfold.text.primitives import _identifier_tokens, _scan
+
+    assert list(_identifier_tokens(text)) == list(_scan(text))
+    doubled = f"{text} x{text} {text}"
+    assert list(_identifier_tokens(doubled)) == list(_scan(doubled))
+
+
+def test_a_word_seen_again_is_placed_where_it_stands():
+    text = "</src/a.py> then src/a.py, again src/a.py and\u00a0src/a.py"
+    found = [(v, s) for _, v, s, _ in find_identifiers(text)]
+    starts = [k for k in range(len(text)) if text.startswith("src/a.py", k)][1:]
+    assert found == [("src/a.py", k) for k in starts]  # not the closing tag's
+
+
+def test_the_bundled_conversations_give_what_one_scan_gives(examples):
+    from ctxfold import clear_caches
+    from ctxfold.text.primitives import _identifier_tokens, _scan
+
+    clear_caches()
+    for _ in range(2):  # words made, then words found
+        for _, messages in examples:
+            for m in messages:
+                assert list(_identifier_tokens(m.text)) == list(_scan(m.text))
