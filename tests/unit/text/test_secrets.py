@@ -6,6 +6,8 @@ documentation example)."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import ctxfold
 from ctxfold.references.index import ReferenceIndex
@@ -104,3 +106,44 @@ def test_no_credential_is_an_identifier_a_note_or_a_reference() -> None:
             listed = note.split("Also mentioned:", 1)[-1] if "Also mentioned:" in note else note
             assert value not in listed, (strategy, value)
     assert set(ORDINARY) & found == set(ORDINARY)
+
+
+_PIECES = st.sampled_from(
+    [
+        "api_key",
+        "KEY",
+        "-token",
+        "Password",
+        "passwd",
+        "pwd",
+        "my_secret",
+        "credential",
+        "=",
+        ":",
+        " ",
+        "\n",
+        "'",
+        '"',
+        "a8F3kQ9zX2mP7vL1",
+        "value",
+        "-",
+        "x",
+        "é",
+        "monkey",
+    ]
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(_PIECES, max_size=12).map("".join))
+def test_values_assigned_to_secret_names_are_all_found(text: str) -> None:
+    """The quick look at the names' places finds every value the full pattern does."""
+    from ctxfold.text.secrets import _ASSIGNED, _random_enough, secret_spans
+
+    full = [
+        (m.start("value"), m.end("value"))
+        for m in _ASSIGNED.finditer(text)
+        if _random_enough(m.group("value"))
+    ]
+    found = [(s, e) for s, e, kind in secret_spans(text) if kind == "assigned"]
+    assert found == sorted(full)
