@@ -103,13 +103,11 @@ class Flags:
         low = text.lower()
         return cls(
             has_error(low),
-            bool(_DECISION.search(low)),
+            mentions_decision(low),
             bool(_CAPITAL.search(text)),
         )
 
 
-# Decisions, matched on lower-cased text without word boundaries: a little looser than
-# exact patterns, and many times faster.
 _ANY_DIGIT = re.compile(r"\d")
 
 
@@ -141,16 +139,36 @@ def has_error(low: str) -> bool:
     )
 
 
-_DECISION = re.compile(
-    r"decid|chose|choose|plan|let's|we'll|i'll|will (?:now|use|try|fix|add|change|run)|"
-    r"should|must|root cause|the fix|the issue is|the problem is|the bug is|because|"
-    r"instead|conclusion|solution|agree"
-)
+_WILL = tuple(f"will {verb}" for verb in ("now", "use", "try", "fix", "add", "change", "run"))
 
 
+# Decisions, matched on lower-cased text without word boundaries: a little looser than
+# exact patterns, and many times faster.
 def mentions_decision(low: str) -> bool:
-    """Whether lower-cased text states a decision, a plan or a cause."""
-    return bool(_DECISION.search(low))
+    """Whether lower-cased text states a decision, a plan or a cause (substring tests,
+    as :func:`has_error`: about twice as fast as one regex alternation on long text)."""
+    return (
+        "decid" in low
+        or "chose" in low
+        or "choose" in low
+        or "plan" in low
+        or "let's" in low
+        or "we'll" in low
+        or "i'll" in low
+        or ("will " in low and any(phrase in low for phrase in _WILL))
+        or "should" in low
+        or "must" in low
+        or "root cause" in low
+        or "the fix" in low
+        or "the issue is" in low
+        or "the problem is" in low
+        or "the bug is" in low
+        or "because" in low
+        or "instead" in low
+        or "conclusion" in low
+        or "solution" in low
+        or "agree" in low
+    )
 
 
 #: Every pattern may occur: test them all.
@@ -204,9 +222,9 @@ def segment_features(
     """:func:`features` of each segment of one piece, in one pass: ``found`` holds the
     piece's identifiers in order, as ``(kind, value, start, end)`` with offsets into
     the concatenated segments (each counts where it starts)."""
-    content_of, numbers_of, any_digit = _CONTENT.findall, _NUMBER.findall, _ANY_DIGIT.search
+    content_of, numbers_of, any_digit = _CONTENT.findall, _NUMBER.finditer, _ANY_DIGIT.search
     capitals = _CAPITAL.findall if flags.capital else None
-    decision = _DECISION.search if flags.decision else None
+    decision = mentions_decision if flags.decision else None
     error, stop, n = flags.error, _STOP, len(found)
     out: list[Features] = []
     pos = at = 0
@@ -220,7 +238,8 @@ def segment_features(
         low = seg.lower()
         words = content_of(low)
         content = tuple(set(words).difference(stop)) if words else _NO_WORDS
-        numbers = len(numbers_of(seg)) if any_digit(seg) else 0
+        # up to 4 numbers count: stop looking at the fourth
+        numbers = len(list(itertools.islice(numbers_of(seg), 4))) if any_digit(seg) else 0
         base += min(numbers, 4)  # quantities, dates, versions
         caps = capitals(seg) if capitals else None
         names = tuple([w for w in map(str.lower, caps) if w not in stop][:8]) if caps else ()

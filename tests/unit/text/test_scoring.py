@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from ctxfold.text.scoring import ScoreContext, combine, features
 
 
@@ -75,3 +80,52 @@ def test_a_word_common_in_the_whole_conversation_is_not_rare_in_a_part_of_it():
     ctx = ScoreContext.from_words(part, rarity=whole)
     assert ctx.idf["adoption"] < 0.5 < ctx.idf["hiking"]
     assert ctx.idf["agency"] == ctx.idf["hiking"]  # unknown to the counts: counted here
+
+
+_DECISION_SPEC = re.compile(
+    r"decid|chose|choose|plan|let's|we'll|i'll|will (?:now|use|try|fix|add|change|run)|"
+    r"should|must|root cause|the fix|the issue is|the problem is|the bug is|because|"
+    r"instead|conclusion|solution|agree"
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "will ",
+                "now",
+                "run",
+                "we",
+                "'ll",
+                "the ",
+                "fix",
+                "issue is",
+                "plan",
+                "agre",
+                "e",
+                "x",
+                " ",
+                "decid",
+                "cho",
+                "se",
+                "must",
+                "root cause",
+            ]
+        ),
+        max_size=10,
+    ).map("".join)
+)
+def test_a_decision_is_any_of_its_phrases_anywhere(low: str) -> None:
+    from ctxfold.text.scoring import mentions_decision
+
+    assert mentions_decision(low) == bool(_DECISION_SPEC.search(low))
+
+
+def test_a_segment_counts_up_to_four_numbers() -> None:
+    from ctxfold.text.scoring import features
+
+    four = features("ports 8080 8081 8082 8083 open")
+    assert features("ports 8080 8081 8082 8083 8084 8085 8086 open").base == four.base
+    assert features("ports 8080 8081 8082 open").base == four.base - 1
