@@ -310,9 +310,16 @@ def test_registering_an_adapter_invalidates_cached_analyses():
         def reconstruct(self, text, compressed):
             return "".join(compressed)
 
+    from ctxfold.strategies.auto.analysis import Analyzer
+    from ctxfold.text.layers import Layers
+
+    analyzer = Analyzer(Layers(), None)  # one kept across the change, as a compressor's
+    key = analyzer._config()
+    assert analyzer._config() == key  # made once, asked by every message and note line
     ctxfold.register_adapter(Never())
     try:
         assert registry_version() != before
+        assert analyzer._config() != key  # its memo keys change with the registry
     finally:
         ctxfold.text.unregister_adapter("never")
 

@@ -119,6 +119,7 @@ class Analyzer:
     def __init__(self, layers: Layers, adapters: Sequence[FormatAdapter] | None) -> None:
         self.layers = layers
         self.adapters = adapters
+        self._key = (-1, -1)  # (registry version, config number), made on first use
 
     def __call__(self, m: Message, tok: int) -> Analysis:
         """What does not depend on the rest of the conversation, cached by content."""
@@ -132,10 +133,16 @@ class Analyzer:
         return made
 
     def _config(self) -> int:
-        """The layers and adapters, as a memo key's number."""
-        if self.adapters is not None:
-            return interned((self.layers, tuple(self.adapters)))
-        return interned((self.layers, "registry", registry_version()))
+        """The layers and adapters, as a memo key's number (made again only when the
+        adapter registry changes: a note's every line asks)."""
+        version = registry_version() if self.adapters is None else 0
+        if self._key[0] != version:
+            if self.adapters is not None:
+                config = interned((self.layers, tuple(self.adapters)))
+            else:
+                config = interned((self.layers, "registry", version))
+            self._key = (version, config)
+        return self._key[1]
 
     def _analyse(self, m: Message, tok: int) -> Analysis:
         calls, call_texts, identifiers = _calls(m, self.layers)
