@@ -10,7 +10,8 @@ own, its caches cold):
 - ``trim``: LangChain's ``trim_messages`` (the newest messages that fit, same counter);
 - ``first render``: a fresh ``Session`` given the whole history, rendered once;
 - ``turns``: a ``Session`` built message by message, rendered before each assistant
-  message, as an agent loop does: the median and the worst render. The loop is given
+  message, as an agent loop does: the median and the worst render (wall time, and
+  the worst in CPU time: a wait for the disk or the machine is no work). The loop is given
   each message as the JSON dict a server receives (a dict of strings, which the
   garbage collector does not track), so a render's time is the session's, not a
   collection over 100,000 message objects the driver itself holds. Besides, less the
@@ -109,14 +110,16 @@ def _turns(msgs: list[Any], budget: int, db: Path) -> dict[str, Any]:
                 collecting[0] += time.perf_counter() - collecting[1]
 
     renders: list[float] = []
+    cpu: list[float] = []  # a render's CPU time: its wall time less waits (disk, machine)
     own: dict[str, list[float]] = {"compaction": [], "recall": [], "collection": []}
     gc.callbacks.append(timed)
     for m in msgs:
         if m["role"] == "assistant":
             folded, collecting[0] = session.folded, 0.0
-            started = time.perf_counter()
+            started, started_cpu = time.perf_counter(), time.process_time()
             result = session.render()
             renders.append((time.perf_counter() - started) * 1000)
+            cpu.append((time.process_time() - started_cpu) * 1000)
             own["collection"].append(collecting[0] * 1000)
             spent = renders[-1] - own["collection"][-1]  # its own part, less collections
             if any(RECALL_KEY in x.metadata for x in result.messages):
@@ -128,6 +131,7 @@ def _turns(msgs: list[Any], budget: int, db: Path) -> dict[str, Any]:
     return {
         "median_ms": statistics.median(renders),
         "worst_ms": max(renders),
+        "worst_cpu_ms": max(cpu),
         **{f"worst_{k}_ms": max(v, default=0.0) for k, v in own.items()},
     }
 

@@ -195,7 +195,7 @@ def _identifier_tokens(text: str) -> Iterator[tuple[str, str, int, int]]:
 
 _WordIdentifiers = tuple[tuple[str, str, int, int], ...]
 #: A word's identifiers, offsets within the word (most words hold none: ``()``).
-_WORD_IDENTIFIERS: LRU[_WordIdentifiers] = memo(1 << 17)
+_WORD_IDENTIFIERS: LRU[_WordIdentifiers] = memo(1 << 16)
 
 
 def _place(text: str, word: str, at: int) -> int:
