@@ -90,7 +90,8 @@ class LRU(Generic[V]):
         data.update(made.items())
         found = list(map(data.get, keys))
         if None in found:  # another thread evicted one meanwhile: make it again
-            gone = [k for k, v in zip(keys, found, strict=True) if v is None and k not in made]
+            lost = (k for k, v in zip(keys, found, strict=True) if v is None and k not in made)
+            gone = list(dict.fromkeys(lost))  # each once
             made.update(zip(gone, make(gone), strict=True))
             found = [made[k] if v is None else v for k, v in zip(keys, found, strict=True)]
         if len(data) > self._maxsize:

@@ -65,6 +65,21 @@ def test_a_table_looks_up_many_keys_and_makes_the_missing_in_one_call() -> None:
     assert len(table) <= 8
 
 
+def test_a_bulk_look_up_makes_again_what_another_thread_evicted_meanwhile() -> None:
+    table: LRU[int] = LRU(8)
+    table.put("seen", 4)
+    calls: list[list[str]] = []
+
+    def lengths(words: list[str]) -> list[int]:
+        calls.append(words)
+        if len(calls) == 1:
+            table.clear()  # as another thread's eviction would, while this one makes
+        return [len(w) for w in words]
+
+    assert table.map(["seen", "new", "seen"], lengths) == [4, 3, 4]
+    assert calls == [["new"], ["seen"]]  # the one gone made again, once
+
+
 def test_threads_sharing_a_table_lose_nothing_but_old_entries() -> None:
     table: LRU[tuple[int, int]] = LRU(64)
     errors: list[BaseException] = []

@@ -102,7 +102,11 @@ _SPLIT: LRU[tuple[tuple[str, bool, bool], ...]] = memo(20_000)
 
 def passages_of(m: Message) -> tuple[tuple[str, bool, bool], ...]:
     """``(text, whole, call)`` of each passage of ``m`` (memoized by content)."""
-    return _SPLIT.cached(m.fingerprint, lambda: tuple(_split(m)))
+    return _SPLIT.cached(m.fingerprint, _passages, m)
+
+
+def _passages(m: Message) -> tuple[tuple[str, bool, bool], ...]:
+    return tuple(_split(m))
 
 
 def _split(m: Message) -> Iterable[tuple[str, bool, bool]]:

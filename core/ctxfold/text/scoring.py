@@ -139,11 +139,11 @@ def has_error(low: str) -> bool:
     )
 
 
+# Decisions, matched on lower-cased text without word boundaries: a little looser than
+# exact patterns, and many times faster.
 _WILL = tuple(f"will {verb}" for verb in ("now", "use", "try", "fix", "add", "change", "run"))
 
 
-# Decisions, matched on lower-cased text without word boundaries: a little looser than
-# exact patterns, and many times faster.
 def mentions_decision(low: str) -> bool:
     """Whether lower-cased text states a decision, a plan or a cause (substring tests,
     as :func:`has_error`: about twice as fast as one regex alternation on long text)."""
@@ -238,9 +238,9 @@ def segment_features(
         low = seg.lower()
         words = content_of(low)
         content = tuple(set(words).difference(stop)) if words else _NO_WORDS
-        # up to 4 numbers count: stop looking at the fourth
+        # quantities, dates, versions: up to four count, so the search stops there
         numbers = len(list(itertools.islice(numbers_of(seg), 4))) if any_digit(seg) else 0
-        base += min(numbers, 4)  # quantities, dates, versions
+        base += numbers
         caps = capitals(seg) if capitals else None
         names = tuple([w for w in map(str.lower, caps) if w not in stop][:8]) if caps else ()
         if error and has_error(low):
