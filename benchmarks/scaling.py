@@ -217,6 +217,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         child(args.child[0], int(args.child[1]), int(args.child[2]), Path(args.child[3]))
         return 0
+    if "load" in args.measures and "turns" not in args.measures:
+        parser.error("load reopens the session the turns measure builds: add turns")
     rows: dict[int, dict[str, Any]] = {}
     print("| messages | tokens | measure | CPU s | wall s | peak MB | notes |")
     print("|---|---|---|---|---|---|---|")

@@ -72,3 +72,28 @@ def test_the_recorded_baseline_covers_every_stage(bench):
     stages = {key.split("|")[0] for key in recorded}
     assert stages == {"compare", "replay", "recall", "agent"}
     assert all(floors["fit"] in (None, 1.0) for floors in recorded.values())
+
+
+def _scaling() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bench_scaling", REPO / "benchmarks/scaling.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_scaling_splits_the_worst_turn_and_reopens_its_session(tmp_path, capsys):
+    scaling = _scaling()
+    out = tmp_path / "rows.json"
+    assert scaling.main(["--sizes", "60", "--measures", "turns", "load", "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())["60"]
+    turns = rows["turns"]
+    assert turns["worst_ms"] >= turns["median_ms"] > 0
+    assert turns["worst_cpu_ms"] > 0  # the work in a render, beside its wall time
+    assert rows["load"]["cpu"] > 0  # the session the turns built, read back
+
+
+def test_scaling_refuses_to_load_a_session_no_turns_built(capsys):
+    with pytest.raises(SystemExit):
+        _scaling().main(["--sizes", "60", "--measures", "load"])
+    assert "add turns" in capsys.readouterr().err
