@@ -9,11 +9,12 @@ import re
 from bisect import bisect_right
 from collections.abc import Iterator
 from itertools import accumulate, compress
+from operator import itemgetter
 from typing import Any
 
 from .._json import loads as json_loads
 from .._state import LRU, memo
-from .secrets import overlaps, secret_spans
+from .secrets import marked, overlaps, secret_spans
 from .wordlists import word_list
 
 __all__ = [
@@ -160,42 +161,63 @@ def find_identifiers(text: str) -> Iterator[tuple[str, str, int, int]]:
     backticks (a command such as `pip install -e .`) is kind ``code``. A token that
     overlaps a credential-shaped value (:func:`.secrets.secret_spans`) is none.
     """
-    secrets = secret_spans(text)  # credentials are never identifiers
-    if "`" in text:
+    code, maybe = "`" in text, _MAYBE_IDENTIFIER.search(text)
+    if not code and not maybe:
+        return  # prose: no token could classify, and no code is quoted
+    words = text.split()
+    facts = _WORDS.map(words, _scan_words)
+    # credentials are never identifiers; a text none of whose words holds a marker
+    # holds none (see ``_Word``)
+    secrets = secret_spans(text) if any(map(_MARKED, facts)) else ()
+    if code:
         for m in _INLINE_CODE.finditer(text):
-            code = m.group(1).strip()
+            inline = m.group(1).strip()
             hides = bool(secrets) and overlaps(secrets, m.start(1), m.end(1))
-            if _COMMAND.match(code) and not _MATHS.search(code) and not hides:
-                yield "code", code, m.start(1), m.end(1)
-    if _MAYBE_IDENTIFIER.search(text):
+            if _COMMAND.match(inline) and not _MATHS.search(inline) and not hides:
+                yield "code", inline, m.start(1), m.end(1)
+    if maybe:
+        tokens = _placed(text, words, facts)
         if not secrets:
-            yield from _identifier_tokens(text)
+            yield from tokens
             return
-        for found in _identifier_tokens(text):
+        for found in tokens:
             if not overlaps(secrets, found[2], found[3]):
                 yield found
 
 
 def _identifier_tokens(text: str) -> Iterator[tuple[str, str, int, int]]:
-    """:func:`find_identifiers` without inline code: every token that classifies.
+    """:func:`find_identifiers` without inline code and secrets: every token that
+    classifies."""
+    words = text.split()
+    return _placed(text, words, _WORDS.map(words, _scan_words))
+
+
+def _placed(text: str, words: list[str], facts: list[_Word]) -> Iterator[tuple[str, str, int, int]]:
+    """The identifiers of ``text``, whose ``words`` (``text.split()``) hold ``facts``.
 
     No token holds whitespace, so each whitespace-separated word's identifiers are its
     own, found once per process (the words of a history recur: paths, names, ids) and
     placed at each of the word's places: a text's words are looked up in bulk, and only
     those holding identifiers are walked."""
-    words = text.split()
-    found = _WORD_IDENTIFIERS.map(words, _scan_words)
+    ids = list(map(_IDENTIFIERS, facts))
     at = 0
-    for word, ids in compress(zip(words, found, strict=True), found):
+    for word, found in compress(zip(words, ids, strict=True), ids):
         at = _place(text, word, at)
-        for kind, value, start, end in ids:
+        for kind, value, start, end in found:
             yield kind, value, at + start, at + end
         at += len(word)
 
 
-_WordIdentifiers = tuple[tuple[str, str, int, int], ...]
-#: A word's identifiers, offsets within the word (most words hold none: ``()``).
-_WORD_IDENTIFIERS: LRU[_WordIdentifiers] = memo(1 << 16)
+#: What one whitespace-separated word holds, found once per process: its identifiers
+#: (offsets within the word; most words hold none), and whether it holds part of a
+#: credential's marker (:func:`.secrets.marked`: a text none of whose words does holds
+#: no credential). A plain tuple, read by ``_IDENTIFIERS`` and ``_MARKED``: the
+#: collector stops tracking a tuple of atoms, not a named tuple, so a memo of them is
+#: not walked in every full collection.
+_Word = tuple[tuple[tuple[str, str, int, int], ...], bool]
+_PLAIN: _Word = ((), False)  # most words: one shared record
+_IDENTIFIERS, _MARKED = itemgetter(0), itemgetter(1)
+_WORDS: LRU[_Word] = memo(1 << 16)
 
 
 def _place(text: str, word: str, at: int) -> int:
@@ -210,14 +232,17 @@ def _place(text: str, word: str, at: int) -> int:
         at = start + 1
 
 
-def _scan_words(words: list[str]) -> list[_WordIdentifiers]:
-    """The identifiers of each word, in one scan of the words joined by newlines."""
+def _scan_words(words: list[str]) -> list[_Word]:
+    """What each word holds, in one scan of the words joined by newlines."""
     starts = [0, *accumulate(len(w) + 1 for w in words)]
     out: list[list[tuple[str, str, int, int]]] = [[] for _ in words]
     for kind, value, start, end in _scan("\n".join(words)):
         k = bisect_right(starts, start) - 1
         out[k].append((kind, value, start - starts[k], end - starts[k]))
-    return [tuple(ids) for ids in out]
+    return [
+        (tuple(ids), mark) if ids or mark else _PLAIN
+        for ids, mark in zip(out, marked(words), strict=True)
+    ]
 
 
 def _scan(text: str) -> Iterator[tuple[str, str, int, int]]:

@@ -12,7 +12,7 @@ import re
 from collections import Counter
 from functools import lru_cache
 
-__all__ = ["is_secret", "mask", "overlaps", "secret_spans"]
+__all__ = ["is_secret", "marked", "mask", "overlaps", "secret_spans"]
 
 #: Credentials recognised by their own shape, whatever surrounds them: each kind with
 #: the lower-cased markers one of which its match holds (a pattern runs only on a text
@@ -60,6 +60,9 @@ _ASSIGNED_AT_NAME = re.compile(rf"(?i){_SECRET_NAME}{_AFTER_NAME}{_VALUE}{{12}}"
 #: The names an assigned secret's name holds (see ``_ASSIGNED``), lower-cased.
 _NAMES = ("key", "token", "secret", "passw", "pwd", "credential")
 _MARKERS = frozenset(m for _, markers, _ in _SHAPED for m in markers).union(_NAMES)
+#: Each marker's first whitespace-free part: a text holding a marker has a word (as
+#: ``str.split`` cuts it) holding its part, lower-cased.
+_WORD_MARKERS = frozenset(m.split()[0] for m in _MARKERS)
 
 
 def _random_enough(value: str) -> bool:
@@ -108,6 +111,17 @@ def _may_assign(text: str, low: str) -> bool:
                 return True
             at = low.find(name, at + 1)
     return False
+
+
+def marked(words: list[str]) -> list[bool]:
+    """Which of ``words`` (whitespace-free, as ``str.split`` gives them) hold part of
+    a credential's marker. A text none of whose words does holds no credential
+    (:func:`secret_spans` gives ``()``), so a caller who looks up the words of many
+    texts once each can spare most texts the markers' substring searches."""
+    low = "\n".join(words).lower()
+    if not any(m in low for m in _WORD_MARKERS):
+        return [False] * len(words)  # the common case: one search of them all
+    return [any(m in w.lower() for m in _WORD_MARKERS) for w in words]
 
 
 def is_secret(value: str) -> bool:

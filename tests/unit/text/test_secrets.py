@@ -6,7 +6,7 @@ documentation example)."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import ctxfold
@@ -147,3 +147,62 @@ def test_values_assigned_to_secret_names_are_all_found(text: str) -> None:
     ]
     found = [(s, e) for s, e, kind in secret_spans(text) if kind == "assigned"]
     assert found == sorted(full)
+
+
+# Whole credentials, their markers and parts of them, with any whitespace between.
+_MARKED_PIECES = st.sampled_from(
+    [
+        *SECRETS.values(),
+        "Bearer",
+        "bearer ",
+        "BEGIN RSA PRIVATE",
+        "PRIVATE KEY-----",
+        "postgres://u:",
+        "@host",
+        "api_",
+        "KEY=",
+        "\u212aey=",  # KELVIN SIGN: lower-cases to an ASCII "k"
+        "sk-",
+        "ghp_",
+        "AKIA",
+        "eyJ",
+        "x",
+        "0",
+        " ",
+        "\n",
+        "\u00a0",
+        "\u2028",
+        "\t",
+    ]
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(_MARKED_PIECES, max_size=10).map("".join))
+@example(f"Authorization: Bearer {SECRETS['bearer']}")  # a marker holding a space
+def test_a_text_no_word_of_which_is_marked_holds_no_secret(text: str) -> None:
+    """find_identifiers asks secret_spans only of texts holding a marked word: the
+    others must hold no credential. The words are marked alike one by one or at once."""
+    from ctxfold.text.secrets import marked, secret_spans
+
+    words = text.split()
+    flags = marked(words)
+    assert flags == [any(marked([w])) for w in words]
+    if not any(flags):
+        assert secret_spans(text) == ()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_MARKED_PIECES, max_size=10).map("".join))
+def test_identifiers_beside_credentials_are_what_one_scan_leaves(text: str) -> None:
+    """Words looked up once, secrets asked for only where a word is marked: the
+    identifiers are those one scan of the text finds outside its credentials."""
+    from ctxfold import clear_caches
+    from ctxfold.text.primitives import _scan
+    from ctxfold.text.secrets import overlaps, secret_spans
+
+    spans = secret_spans(text)
+    expected = [t for t in _scan(text) if not overlaps(spans, t[2], t[3])]
+    for _ in range(2):  # words made, then words found
+        assert list(find_identifiers(text)) == expected
+    clear_caches()
