@@ -5,6 +5,8 @@ stemming), the same for a question and for the history, so that they meet."""
 from __future__ import annotations
 
 import re
+from itertools import filterfalse
+from string import ascii_lowercase
 
 from .._state import LRU, memo
 from ..text.primitives import find_identifiers
@@ -18,6 +20,8 @@ _WORD = re.compile(r"[a-z]+|\d+(?:[.,:]\d+)*")
 # parts are matched as words too.
 _WHOLE = frozenset({"path", "url", "dotted", "id", "snake", "camel", "code"})
 _TERMS: LRU[tuple[str, ...]] = memo(20_000)
+# What a text's terms leave out: stop words and single letters (a single digit stays).
+_DROPPED = _STOP.union(ascii_lowercase)
 
 
 _STEMS: LRU[str] = memo(65_536)  # a history says the same words again and again
@@ -42,6 +46,10 @@ def _stem(word: str) -> str:
     return word
 
 
+def _stems(words: list[str]) -> list[str]:
+    return list(map(_stem, words))
+
+
 def terms(text: str) -> tuple[str, ...]:
     """The terms of ``text``, in order, repeats kept (memoized by text): each word
     and number (lower-cased, stop words out, stemmed), and each identifier whole
@@ -50,7 +58,7 @@ def terms(text: str) -> tuple[str, ...]:
 
 
 def _terms(text: str) -> tuple[str, ...]:
-    low = text.lower()
-    out = [stem(w) for w in _WORD.findall(low) if w not in _STOP and (len(w) > 1 or w.isdigit())]
+    words = list(filterfalse(_DROPPED.__contains__, _WORD.findall(text.lower())))
+    out = _STEMS.map(words, _stems)  # looked up at once: most were stemmed before
     out += [value.lower() for kind, value, _, _ in find_identifiers(text) if kind in _WHOLE]
     return tuple(out)

@@ -7,6 +7,8 @@ import json
 from datetime import date, datetime, timezone
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import ctxfold
 from ctxfold import ConfigurationError, Message, ToolCall, from_openai, to_openai
@@ -66,6 +68,29 @@ def test_terms_hold_words_numbers_and_identifiers_whole_and_in_parts() -> None:
     assert {"auth", "middleware"} <= set(found)  # the parts of an identifier match too
     assert "the" not in found and "at" not in found  # stop words are no terms
     assert terms("painting") == terms("paints") == ("paint",)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(
+            ["a", "I", "x", "7", "٣", "the", "Painted", "bowls", "is", "12.50", " ", "\n", ".", "-"]
+        ),
+        max_size=20,
+    ).map("".join)
+)
+def test_terms_leave_out_stop_words_and_single_letters_only(text: str) -> None:
+    """Each word and number in order, stemmed, but stop words and single letters (a
+    single digit, of any script, stays); asked twice, the same (stems made, then
+    found)."""
+    from ctxfold import clear_caches
+    from ctxfold.recall.terms import _STOP, _WORD, _terms, stem
+
+    words = _WORD.findall(text.lower())
+    kept = [stem(w) for w in words if w not in _STOP and (len(w) > 1 or w.isdigit())]
+    clear_caches()
+    for _ in range(2):  # stems made, then found
+        assert list(_terms(text))[: len(kept)] == kept
 
 
 def test_a_message_is_dated_by_its_header_its_metadata_or_the_one_before() -> None:
