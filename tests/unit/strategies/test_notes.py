@@ -85,3 +85,30 @@ def test_a_short_note_is_analysed_whole_as_any_message(monkeypatch: pytest.Monke
     texts = _spy(monkeypatch)
     Analyzer(Layers(), None)(note, tok)
     assert texts == [note.text]
+
+
+def test_a_note_read_line_by_line_finds_what_its_lines_hold(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The note's identifiers, words, reasons and savings are its lines' together,
+    the same whether the lines are analysed now or read back from the memo."""
+    monkeypatch.setattr(analysis, "POLICY", replace(POLICY, note_lines_from=0))
+    note = _note()
+    tok = COUNTER.count_message(note)
+    ctxfold.clear_caches()
+    made = Analyzer(Layers(), None)(note, tok)
+    analysis._ANALYSES.clear()  # the note again, its lines from the memo
+    read = Analyzer(Layers(), None)(note, tok)
+    assert read == made
+    plain = Analyzer(Layers(whitespace=False, json=False), None)
+    lines = [plain._line_alone(line, note.role) for line in note.text.splitlines(keepends=True)]
+    assert made.identifiers == tuple(x for a in lines for x in a.identifiers)
+    assert set(made.words) == set().union(*(a.words for a in lines))
+    assert set(made.reasons) == {r for a in lines for r in a.reasons}
+    chars: dict[str, int] = {}
+    for a in lines:
+        for kind, n in a.savings.items():
+            chars[kind] = chars.get(kind, 0) + n
+    cpt = max(len(note.text) / (tok - 3), 1.0)
+    assert made.savings == {kind: round(n / cpt) for kind, n in chars.items()}
+    assert made.identifiers and made.words

@@ -95,6 +95,10 @@ def _stored(a: Analysis) -> Stored:
     )
 
 
+#: Where a stored analysis keeps the fields a note's lines are read for.
+_PIECES, _SEGMENTS, _FEATURES, _REASONS, _IDENTIFIERS, _SAVED, _WORDS = 1, 2, 3, 6, 8, 10, 11
+
+
 def _restored(row: Stored) -> Analysis:
     tag, pieces, segments, feats, calls, call_rows, reasons, cpt, ids, echo, saved, words = row
     return Analysis(
@@ -177,12 +181,13 @@ class Analyzer:
         large budget)."""
         # Its lines went through the layers in their own messages: no second pass.
         plain = Analyzer(replace(self.layers, whitespace=False, json=False), self.adapters)
-        lines = [plain._line(line, m.role) for line in m.text.splitlines(keepends=True)]
+        rows = [plain._line(line, m.role) for line in m.text.splitlines(keepends=True)]
         cpt = max(max(len(m.text), 1) / max(tok - 3, 1), 1.0)
         saved: Counter[str] = Counter()
-        for a in lines:
-            saved.update(a.savings)  # in characters: see _line
-        pieces, segments, features = _joined(lines)
+        for row in rows:
+            for kind, chars in row[_SAVED]:  # in characters: see _line
+                saved[kind] += chars
+        pieces, segments, features = _joined(rows)
         return Analysis(
             speaker_tag(m),
             pieces,
@@ -190,22 +195,27 @@ class Analyzer:
             features,
             (),
             (),
-            tuple(dict.fromkeys(r for a in lines for r in a.reasons)),
+            tuple(dict.fromkeys(r for row in rows for r in row[_REASONS])),
             cpt,
-            tuple(x for a in lines for x in a.identifiers),
+            tuple(x for row in rows for x in row[_IDENTIFIERS]),
             echo_of(m.role),
             {k: round(v / cpt) for k, v in saved.items()},
-            tuple(set().union(*(a.words for a in lines))),
+            tuple(set().union(*(row[_WORDS] for row in rows))),
         )
 
-    def _line(self, line: str, role: str) -> Analysis:
-        """One line of a note, analysed alone with its savings in characters (one
-        token per character), its line break kept at the end of its last piece and
-        segment (the plan reads where a note's lines begin)."""
+    def _line(self, line: str, role: str) -> Stored:
+        """One line of a note as the memo keeps it (read in place: a note has
+        thousands), analysed alone with its savings in characters (one token per
+        character), its line break kept at the end of its last piece and segment (the
+        plan reads where a note's lines begin)."""
         key = (line, role, self._config())
         stored = _LINES.get(key)
-        if stored is not None:
-            return _restored(stored)
+        if stored is None:
+            stored = _stored(self._line_alone(line, role))
+            _LINES.put(key, stored)
+        return stored
+
+    def _line_alone(self, line: str, role: str) -> Analysis:
         body = line.rstrip("\n")
         a = self._analyse(Message(role, body), len(body) + 3)
         end = line[len(body) :]
@@ -224,7 +234,6 @@ class Analyzer:
                 segments=(*a.segments, (end,)),
                 features=(*a.features, (_row(segment_features([end], [])[0]),)),
             )
-        _LINES.put(key, _stored(a))
         return a
 
     def _pieces(self, draft: _Draft) -> list[Piece]:
@@ -245,18 +254,19 @@ class Analyzer:
 
 
 def _joined(
-    lines: Sequence[Analysis],
+    lines: Sequence[Stored],
 ) -> tuple[tuple[PieceRow, ...], tuple[tuple[str, ...], ...], tuple[tuple[Row, ...], ...]]:
-    """The pieces, segments and features of lines analysed one by one, as one text's:
-    a run of pieces alike (kept or not, mode, weight) is one piece, so a note of a
-    thousand lines is a few pieces, as when it was analysed whole."""
+    """The pieces, segments and features of lines analysed one by one (as the memo
+    keeps them), as one text's: a run of pieces alike (kept or not, mode, weight) is
+    one piece, so a note of a thousand lines is a few pieces, as when it was analysed
+    whole."""
     texts: list[list[str]] = []
     kinds: list[tuple[bool, Literal["prose", "lines"], float]] = []
     segments: list[list[str]] = []
     features: list[list[Row]] = []
-    for a in lines:
+    for line in lines:
         for (text, keep, mode, weight), segs, rows in zip(
-            a.pieces, a.segments, a.features, strict=True
+            line[_PIECES], line[_SEGMENTS], line[_FEATURES], strict=True
         ):
             if not kinds or kinds[-1] != (keep, mode, weight):
                 texts.append([])
