@@ -113,17 +113,18 @@ class TokenSet:
 
     ``value in ts`` is true when ``value`` is a token of the text (split at whitespace,
     quotes and brackets), with or without leading and trailing punctuation or a
-    ``:line`` suffix; a value that holds a delimiter itself is looked up as a substring.
+    ``:line`` suffix; a value that holds a delimiter itself is looked up as a substring
+    (the empty value is in no text). Each line's tokens are found once per process: a
+    compaction asks again of the messages kept verbatim and the note's lines the last
+    one asked of.
     """
 
     __slots__ = ("_text", "_tokens")
 
     def __init__(self, text: str) -> None:
         self._text = text
-        tokens = set(_DELIMITERS.split(text))
-        tokens |= {t.strip(_EDGES) for t in tokens}
-        tokens |= {t.split(":", 1)[0] for t in tokens if ":" in t and "://" not in t}
-        self._tokens = tokens
+        lines = text.split("\n")  # a line break is a delimiter: no token spans two lines
+        self._tokens: set[str] = set().union(*_LINE_TOKENS.map(lines, _tokens_of_lines))
 
     def __contains__(self, value: object) -> bool:
         if not isinstance(value, str):
@@ -131,6 +132,23 @@ class TokenSet:
         if value in self._tokens:
             return True
         return _DELIMITERS.search(value) is not None and value in self._text
+
+
+#: The tokens of a line of a :class:`TokenSet`'s text, each once (a tuple of strings:
+#: the collector stops tracking it).
+_LINE_TOKENS: LRU[tuple[str, ...]] = memo(16_384)
+
+
+def _tokens_of_lines(lines: list[str]) -> list[tuple[str, ...]]:
+    return [_tokens_of(line) for line in lines]
+
+
+def _tokens_of(line: str) -> tuple[str, ...]:
+    tokens = set(_DELIMITERS.split(line))
+    tokens |= {t.strip(_EDGES) for t in tokens}
+    tokens |= {t.split(":", 1)[0] for t in tokens if ":" in t and "://" not in t}
+    tokens.discard("")
+    return tuple(tokens)
 
 
 #: How much an identifier of each kind is worth keeping findable (a path or URL most).

@@ -173,3 +173,29 @@ def test_the_bundled_conversations_give_what_one_scan_gives(examples):
         for _, messages in examples:
             for m in messages:
                 assert list(_identifier_tokens(m.text)) == list(_scan(m.text))
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from([*"ab.:/\"'`<>()[]{},;|*=-#@~", "src/a.py:12", "http://x.org", " ", "\n"]),
+        max_size=40,
+    ).map("".join)
+)
+def test_a_token_set_found_line_by_line_is_the_whole_texts(text: str) -> None:
+    """Tokens found once per line, then read back: what one split of the whole text
+    finds (its tokens, stripped, without a :line suffix), the empty value in none."""
+    from ctxfold import clear_caches
+    from ctxfold.text.primitives import _DELIMITERS, _EDGES, TokenSet
+
+    whole = set(_DELIMITERS.split(text))
+    whole |= {t.strip(_EDGES) for t in whole}
+    whole |= {t.split(":", 1)[0] for t in whole if ":" in t and "://" not in t}
+    whole.discard("")
+    clear_caches()
+    for _ in range(2):  # lines made, then found
+        ts = TokenSet(text)
+        assert ts._tokens == whole
+        for probe in ("", "a", "b.", "src/a.py", "x.org", "a\nb", "a b", "zz"):
+            shown = probe in whole or (_DELIMITERS.search(probe) is not None and probe in text)
+            assert (probe in ts) == shown, probe
