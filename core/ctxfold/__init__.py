@@ -23,7 +23,7 @@ import logging
 from typing import Any
 
 from ._api import compress, condense
-from ._state import clear_caches
+from ._state import clear_caches, pause_gc
 from .contract import Compressor, Strategy
 from .exceptions import (
     BudgetError,
@@ -119,6 +119,7 @@ __all__ = [
     "get_counter",
     "get_store",
     "normalize",
+    "pause_gc",
     "register_strategy",
     "render",
     "share_budget",

@@ -27,6 +27,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar, overload
 
+from ._state import collector_paused
 from .exceptions import BudgetError
 from .formats import CTXFOLD, MessageFormat
 from .hooks import completed, emit
@@ -99,10 +100,11 @@ class Call:
 def opened(
     strategy: str, counter: TokenCounter, *, budget: int, messages: int, tokens: int
 ) -> Iterator[Call]:
-    """Open a call: announce it, and count the models' usage until it is finished."""
+    """Open a call: announce it, and count the models' usage until it is finished
+    (the garbage collector paused meanwhile: see :func:`ctxfold.pause_gc`)."""
     call = Call(strategy, counter, budget, messages, tokens)
     emit("compaction_started", strategy=strategy, messages=messages, tokens=tokens, budget=budget)
-    with run_usage() as usage:
+    with run_usage() as usage, collector_paused():
         call.usage = usage
         yield call
 

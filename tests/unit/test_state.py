@@ -121,3 +121,59 @@ def test_the_memos_a_compression_and_a_session_fill_are_not_walked() -> None:
     assert len(filled) >= 5
     walked = [t for t in filled if gc.is_tracked(t._data)]
     assert not walked, [next(iter(t._data.items())) for t in walked]
+
+
+def test_a_call_runs_with_the_collector_paused_and_restores_it() -> None:
+    """compress and a session's render pause the cyclic collector while they run (a
+    hook inside the call sees it off) and enable it again after."""
+    _, msgs = example_conversations()[0]
+    seen: list[bool] = []
+    off = ctxfold.on("compaction_completed", lambda _: seen.append(gc.isenabled()))
+    try:
+        assert gc.isenabled()
+        ctxfold.compress(msgs, budget=2_000)
+        session = Session(budget=2_000)
+        session.add(msgs)
+        session.render()
+        assert seen == [False, False] and gc.isenabled()
+        ctxfold.pause_gc(False)  # opted out: left alone
+        ctxfold.compress(msgs, budget=2_000)
+        assert seen[-1] is True
+        gc.disable()  # the program's own choice stands
+        ctxfold.pause_gc(True)
+        ctxfold.compress(msgs, budget=2_000)
+        assert seen[-1] is False and not gc.isenabled()
+    finally:
+        off()
+        ctxfold.pause_gc(True)
+        gc.enable()
+
+
+def test_calls_on_many_threads_share_one_pause() -> None:
+    """The collector comes back when the last of overlapping calls ends, not the
+    first, and an error inside a call still ends its pause."""
+    inside = threading.Barrier(4)
+    first_left = threading.Event()
+    states: list[bool] = []
+
+    def call(k: int) -> None:
+        with _state.collector_paused():
+            inside.wait()  # all four inside at once
+            if k:
+                first_left.wait()
+                states.append(gc.isenabled())  # the others, after the first left
+        if not k:
+            first_left.set()
+
+    threads = [threading.Thread(target=call, args=(k,)) for k in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert states == [False] * 3 and gc.isenabled()
+    try:
+        with _state.collector_paused(), _state.collector_paused():
+            raise ValueError("boom")
+    except ValueError:
+        pass
+    assert gc.isenabled()
