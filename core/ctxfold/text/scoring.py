@@ -41,8 +41,11 @@ __all__ = [
 _STOP = word_list("stop_words")
 # A capitalized word inside a sentence (after a lower-case word, a comma or a
 # semicolon): a name. Not after a colon: a note's speaker tag ("Caroline: Taking care
-# of ...") starts a sentence, where capitals say nothing.
-_CAPITAL = re.compile(r"(?<=[a-z,;] )[A-Z][a-z]{2,}")
+# of ...") starts a sentence, where capitals say nothing. The space comes first, then
+# the look back at it and what precedes it: a pattern that starts with a literal is
+# searched for it at C speed (four times as fast as the look-behind first; the same
+# matches: no match holds a space). ``findall`` gives the word (the group).
+_CAPITAL = re.compile(r" (?<=[a-z,;] )([A-Z][a-z]{2,})")
 _NUMBER = re.compile(r"\d+(?:[.,:/-]\d+)*")
 
 

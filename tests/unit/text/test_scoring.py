@@ -129,3 +129,21 @@ def test_a_segment_counts_up_to_four_numbers() -> None:
     four = features("ports 8080 8081 8082 8083 open")
     assert features("ports 8080 8081 8082 8083 8084 8085 8086 open").base == four.base
     assert features("ports 8080 8081 8082 open").base == four.base - 1
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(["a", "b", ",", ";", ":", ".", " ", "  ", "\n", "Bob", "ANN", "Eve", "Al"]),
+        max_size=30,
+    ).map("".join)
+)
+def test_names_are_the_capitalized_words_after_a_lower_case_word_or_a_comma(text: str) -> None:
+    """The quick pattern (the space first) finds what a look-behind at every place
+    finds: a capital, two lower-case letters or more, after one of ``a-z , ;`` and a
+    space."""
+    from ctxfold.text.scoring import _CAPITAL
+
+    slow = re.compile(r"(?<=[a-z,;] )[A-Z][a-z]{2,}")
+    assert _CAPITAL.findall(text) == slow.findall(text)
+    assert bool(_CAPITAL.search(text)) == bool(slow.search(text))
