@@ -124,7 +124,11 @@ class TokenSet:
     def __init__(self, text: str) -> None:
         self._text = text
         lines = text.split("\n")  # a line break is a delimiter: no token spans two lines
-        self._tokens: set[str] = set().union(*_LINE_TOKENS.map(lines, _tokens_of_lines))
+        tokens: set[str] = set()
+        if max(map(len, lines)) > _LONG_LINE:  # a long line's tokens: found, not kept
+            tokens.update(*(_tokens_of(line) for line in lines if len(line) > _LONG_LINE))
+            lines = [line for line in lines if len(line) <= _LONG_LINE]
+        self._tokens = tokens.union(*_LINE_TOKENS.map(lines, _tokens_of_lines))
 
     def __contains__(self, value: object) -> bool:
         if not isinstance(value, str):
@@ -135,8 +139,10 @@ class TokenSet:
 
 
 #: The tokens of a line of a :class:`TokenSet`'s text, each once (a tuple of strings:
-#: the collector stops tracking it).
+#: the collector stops tracking it), for lines of at most ``_LONG_LINE`` characters
+#: (so the memo keeps at most 16 MB of lines alive, whatever the texts).
 _LINE_TOKENS: LRU[tuple[str, ...]] = memo(16_384)
+_LONG_LINE = 1_000
 
 
 def _tokens_of_lines(lines: list[str]) -> list[tuple[str, ...]]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from ctxfold.text.primitives import find_identifiers, json_strings, json_values, split_sentences
@@ -182,6 +182,7 @@ def test_the_bundled_conversations_give_what_one_scan_gives(examples):
         max_size=40,
     ).map("".join)
 )
+@example("a.b " * 400 + "\nsrc/a.py:12 x\n" + "(y)" * 500)  # long lines: not kept
 def test_a_token_set_found_line_by_line_is_the_whole_texts(text: str) -> None:
     """Tokens found once per line, then read back: what one split of the whole text
     finds (its tokens, stripped, without a :line suffix), the empty value in none."""
