@@ -209,13 +209,6 @@ def find_identifiers(text: str) -> Iterator[tuple[str, str, int, int]]:
                 yield found
 
 
-def _identifier_tokens(text: str) -> Iterator[tuple[str, str, int, int]]:
-    """:func:`find_identifiers` without inline code and secrets: every token that
-    classifies."""
-    words = text.split()
-    return _placed(text, words, _WORDS.map(words, _scan_words))
-
-
 def _placed(text: str, words: list[str], facts: list[_Word]) -> Iterator[tuple[str, str, int, int]]:
     """The identifiers of ``text``, whose ``words`` (``text.split()``) hold ``facts``.
 

@@ -121,24 +121,41 @@ def test_token_set_finds_identifiers_shown_as_tokens():
 _ID_ALPHABET = st.sampled_from([*"aZbY.:/\\_09 -()`'\"<>,;~#@?!\n", "ab", "Cd", "py"])
 
 
+def _one_scan(text: str) -> list[tuple[str, str, int, int]]:
+    """The reference: what one scan of the whole text finds outside its credentials."""
+    from ctxfold.text.primitives import _scan
+    from ctxfold.text.secrets import overlaps, secret_spans
+
+    spans = secret_spans(text)
+    return [t for t in _scan(text) if not overlaps(spans, t[2], t[3])]
+
+
+def _by_words(text: str) -> list[tuple[str, str, int, int]]:
+    """find_identifiers without inline code: the words' identifiers, placed."""
+    return [t for t in find_identifiers(text) if t[0] != "code"]
+
+
 @settings(max_examples=400, deadline=None)
 @given(st.lists(_ID_ALPHABET, max_size=40).map("".join))
 def test_the_quick_gate_never_hides_an_identifier(text):
     """find_identifiers skips its token scan when one quick search finds no character an
     identifier needs; the scan on such a text finds nothing either."""
-    from ctxfold.text.primitives import _MAYBE_IDENTIFIER, _identifier_tokens
+    from ctxfold.text.primitives import _MAYBE_IDENTIFIER, _scan
 
     if not _MAYBE_IDENTIFIER.search(text):
-        assert list(_identifier_tokens(text)) == []
+        assert list(_scan(text)) == []
 
 
-def test_the_quick_gate_keeps_every_identifier_of_the_bundled_conversations(examples):
-    from ctxfold.text.primitives import _identifier_tokens
+def test_the_bundled_conversations_give_what_one_scan_gives(examples):
+    """The quick gate, the words found once and placed: every identifier one scan of
+    each text finds, words made and then found."""
+    from ctxfold import clear_caches
 
-    for _, messages in examples:
-        for m in messages:
-            gated = [f for f in find_identifiers(m.text) if f[0] != "code"]
-            assert gated == list(_identifier_tokens(m.text))
+    clear_caches()
+    for _ in range(2):
+        for _, messages in examples:
+            for m in messages:
+                assert _by_words(m.text) == _one_scan(m.text)
 
 
 _SPACES = st.sampled_from([" ", "\n", "\t", "\x1c", "\u00a0", "\u2028", "\u3000"])
@@ -150,11 +167,9 @@ def test_words_found_once_place_identifiers_as_one_scan_of_the_text(text):
     """Each whitespace-separated word's identifiers are found once per process and
     placed; that is what one scan of the whole text finds, in order, at its offsets
     (any Unicode whitespace; the same word again; a word inside a longer word)."""
-    from ctxfold.text.primitives import _identifier_tokens, _scan
-
-    assert list(_identifier_tokens(text)) == list(_scan(text))
+    assert _by_words(text) == _one_scan(text)
     doubled = f"{text} x{text} {text}"
-    assert list(_identifier_tokens(doubled)) == list(_scan(doubled))
+    assert _by_words(doubled) == _one_scan(doubled)
 
 
 def test_a_word_seen_again_is_placed_where_it_stands():
@@ -162,17 +177,6 @@ def test_a_word_seen_again_is_placed_where_it_stands():
     found = [(v, s) for _, v, s, _ in find_identifiers(text)]
     starts = [k for k in range(len(text)) if text.startswith("src/a.py", k)][1:]
     assert found == [("src/a.py", k) for k in starts]  # not the closing tag's
-
-
-def test_the_bundled_conversations_give_what_one_scan_gives(examples):
-    from ctxfold import clear_caches
-    from ctxfold.text.primitives import _identifier_tokens, _scan
-
-    clear_caches()
-    for _ in range(2):  # words made, then words found
-        for _, messages in examples:
-            for m in messages:
-                assert list(_identifier_tokens(m.text)) == list(_scan(m.text))
 
 
 @settings(max_examples=400, deadline=None)
