@@ -96,7 +96,7 @@ class LRU(Generic[V]):
         never None, in that order), and kept. Hits found this way keep their place in
         the recency order: the oldest made go first."""
         data = self._data
-        missing = [k for k in dict.fromkeys(keys) if k not in data]
+        missing = list(itertools.filterfalse(data.__contains__, dict.fromkeys(keys)))
         made = dict(zip(missing, make(missing), strict=True)) if missing else {}
         data.update(made.items())
         found = list(map(data.get, keys))

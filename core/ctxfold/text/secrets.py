@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import math
 import re
+from bisect import bisect_right
 from collections import Counter
 from functools import lru_cache
+from itertools import accumulate
 
 __all__ = ["is_secret", "marked", "mask", "overlaps", "secret_spans"]
 
@@ -63,6 +65,7 @@ _MARKERS = frozenset(m for _, markers, _ in _SHAPED for m in markers).union(_NAM
 #: Each marker's first whitespace-free part: a text holding a marker has a word (as
 #: ``str.split`` cuts it) holding its part, lower-cased.
 _WORD_MARKERS = frozenset(m.split()[0] for m in _MARKERS)
+_WORD_MARKER = re.compile("|".join(map(re.escape, sorted(_WORD_MARKERS))))
 
 
 def _random_enough(value: str) -> bool:
@@ -118,10 +121,17 @@ def marked(words: list[str]) -> list[bool]:
     a credential's marker. A text none of whose words does holds no credential
     (:func:`secret_spans` gives ``()``), so a caller who looks up the words of many
     texts once each can spare most texts the markers' substring searches."""
-    low = "\n".join(words).lower()
+    lows = list(map(str.lower, words))  # (lower-casing may change a word's length)
+    low = "\n".join(lows)
+    out = [False] * len(words)
     if not any(m in low for m in _WORD_MARKERS):
-        return [False] * len(words)  # the common case: one search of them all
-    return [any(m in w.lower() for m in _WORD_MARKERS) for w in words]
+        return out  # the common case: one search of them all
+    # a marker holds no newline, so each match lies in one word, and each word
+    # holding a marker holds a match's start (a match before it ends before it)
+    starts = list(accumulate(len(w) + 1 for w in lows))
+    for found in _WORD_MARKER.finditer(low):
+        out[bisect_right(starts, found.start())] = True
+    return out
 
 
 def is_secret(value: str) -> bool:
