@@ -180,40 +180,51 @@ class RecallIndex:
                 self._read_brief(pid)
 
     def _add(self, messages: Iterable[Message]) -> None:
-        postings = self._postings
         self.derived.clear()
+        k, pid = len(self.speakers), len(self.passages)
+        stamp, day = (self.stamps[-1], self.days[-1]) if k else (None, None)
         for m in messages:
-            k = len(self.speakers)
             head = split_stamp(m.text)[0]  # stamp_of, with whether the text opens with it
             own = head or metadata_stamp(m.metadata)
+            if own:  # else the time context of the message before
+                stamp, day = own, day_of(own)
             self.opens.append(head is not None)
-            self.stamps.append(own if own else (self.stamps[-1] if self.stamps else None))
-            self.days.append(day_of(own) if own else (self.days[-1] if self.days else None))
+            self.stamps.append(stamp)
+            self.days.append(day)
             self.speakers.append(speaker_tag(m))
             if m.role not in SYSTEM_ROLES:
-                name = (m.name or "").lower()
-                if name and name not in self.names:
-                    self.names.add(name)
-                    self._forget_briefs()  # a sentence that only names them says little
-                for text, whole, call in passages_of(m):
-                    pid = len(self.passages)
-                    self.passages.append(k, text, whole, call)
-                    self._read.append(0)
-                    found = Counter(terms(text))
-                    if name:
-                        found[name] += 1
-                    for term, tf in found.items():
-                        posting = postings.get(term)
-                        if posting is None:
-                            posting = postings[term] = bytearray()
-                        posting.extend(_POSTING(pid, tf))
-                    size = sum(found.values())
-                    self._lengths.append(size)
-                    self._total += size
-            self._first.append(len(self.passages))
+                pid = self._add_passages(m, k, pid)
+            self._first.append(pid)
+            k += 1
+        self._read.extend(bytes(pid - len(self._read)))  # none read yet
+
+    def _add_passages(self, m: Message, k: int, pid: int) -> int:
+        """Index the passages of message ``k``, ``m``, the first as ``pid``: the id
+        of the passage after them."""
+        postings, pack = self._postings, _POSTING
+        name = (m.name or "").lower()
+        if name and name not in self.names:
+            self.names.add(name)
+            self._forget_briefs()  # a sentence that only names them says little
+        for text, whole, call in passages_of(m):
+            self.passages.append(k, text, whole, call)
+            found = terms(text)
+            counts = Counter(found)
+            if name:
+                counts[name] += 1
+            for term, tf in counts.items():
+                posting = postings.get(term)
+                if posting is None:
+                    posting = postings[term] = bytearray()
+                posting.extend(pack(pid, tf))
+            size = len(found) + (1 if name else 0)
+            self._lengths.append(size)
+            self._total += size
+            pid += 1
+        return pid
 
     def _forget_briefs(self) -> None:
-        self._read = bytearray(len(self._read))
+        self._read = bytearray(len(self._read))  # a batch being added: see _add
         self._briefs.clear()
         self._left.clear()
         self._costs.clear()
