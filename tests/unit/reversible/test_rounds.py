@@ -286,6 +286,23 @@ def test_a_capped_memory_store_drops_the_oldest_entries_and_expand_says_so(caplo
             MemoryStore(max_bytes=bad)  # type: ignore[arg-type]
 
 
+def test_an_uncapped_memory_store_keeps_everything_and_nothing_the_collector_walks():
+    """A session's default store holds every message twice over (its log and its
+    rounds): 200,000 entries at 100,000 messages, which a full collection must not
+    walk one by one."""
+    import gc
+
+    store = MemoryStore()
+    store.put_many({f"k{i}": b"v%d" % i for i in range(5000)})
+    assert store.put_new({"k1": b"other"}) == ["k1"]
+    store.put_many({"k2": b"ignored"})  # existing ids keep their value
+    assert store.get_many(["k1", "k2", "k4999", "nope"]) == [b"v1", b"v2", b"v4999", None]
+    assert len(store) == 5000 and store.evicted == 0
+    assert store.nbytes == sum(len(f"k{i}") + len(b"v%d" % i) for i in range(5000))
+    gc.collect()  # a dict of strings and bytes is untracked by a full collection
+    assert not gc.is_tracked(store._data)  # an ordered dict would be walked each time
+
+
 def test_redis_store_round_trip(redis_url, redis_prefix):
     assert isinstance(ctxfold.get_store(redis_url), ctxfold.RedisStore)
     store = ctxfold.RedisStore(redis_url, prefix=redis_prefix)
