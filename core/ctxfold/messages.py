@@ -113,7 +113,7 @@ Content = str | tuple[ContentPart, ...] | None
 _NO_METADATA: Mapping[str, Any] = MappingProxyType({})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Message:
     """One chat message, immutable.
 
@@ -131,6 +131,8 @@ class Message:
     id: str | None = None
     extras: tuple[tuple[str, str], ...] = ()
     metadata: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    # see fingerprint: found on first use (a slot, as every field: no instance dict)
+    _fingerprint: str | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.role not in ROLES:
@@ -180,15 +182,14 @@ class Message:
     @property
     def fingerprint(self) -> str:
         """SHA-256 of what the model sees (role, content, name, calls, call id, extras);
-        computed once. (Kept as a plain attribute, not by ``cached_property``, whose
-        instance ``__dict__`` would be one more object per message for the garbage
-        collector to walk in a long history.)"""
-        try:
-            return self._fingerprint  # type: ignore[attr-defined,no-any-return]
-        except AttributeError:
+        computed once. (A message has slots, not an instance ``__dict__``, which
+        ``cached_property`` needs: a dict per message is some 100 bytes more, and one
+        more object for the garbage collector to walk in a long history.)"""
+        fingerprint = self._fingerprint
+        if fingerprint is None:
             fingerprint = self._digest()
             object.__setattr__(self, "_fingerprint", fingerprint)
-            return fingerprint
+        return fingerprint
 
     def _digest(self) -> str:
         content = self.content

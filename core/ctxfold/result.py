@@ -165,7 +165,7 @@ Action = Literal["kept", "compressed", "summarized", "dropped", "deduplicated", 
 FOLDED = "folded:note"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Decision:
     """One trace entry: what a strategy did with input message ``index`` and why.
 

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from conftest import example_records, shared_records
 from ctxfold import (
     ContentPart,
+    Decision,
     InvalidMessageError,
     Message,
     ToolCall,
@@ -132,6 +133,17 @@ def test_a_copy_never_keeps_its_originals_fingerprint_or_metadata():
     tagged = Message("user", "hi", metadata={"k": 1})
     assert not m.metadata and dict(tagged.metadata) == {"k": 1}
     assert not Message("user", "yo").metadata  # the shared empty mapping stays empty
+    pickled = pickle.loads(pickle.dumps(m))  # a fingerprint kept is no part of the value
+    assert pickled == m and pickled.fingerprint == m.fingerprint
+    assert "_fingerprint" not in repr(m) and copy.copy(m).fingerprint == m.fingerprint
+
+
+def test_a_long_history_holds_no_dict_per_message_or_decision():
+    """Messages and decisions have slots: a 100,000-message history in memory is not
+    100,000 instance dicts more (about 12 MB), nor as many objects more to collect."""
+    m = Message("user", "hi")
+    d = Decision(0, "kept", "recent", 1, 1, "auto")
+    assert not hasattr(m, "__dict__") and not hasattr(d, "__dict__")
 
 
 ANTHROPIC = [
