@@ -121,15 +121,16 @@ def marked(words: list[str]) -> list[bool]:
     a credential's marker. A text none of whose words does holds no credential
     (:func:`secret_spans` gives ``()``), so a caller who looks up the words of many
     texts once each can spare most texts the markers' substring searches."""
-    lows = list(map(str.lower, words))  # (lower-casing may change a word's length)
-    low = "\n".join(lows)
     out = [False] * len(words)
+    low = "\n".join(words).lower()
     if not any(m in low for m in _WORD_MARKERS):
         return out  # the common case: one search of them all
-    # a marker holds no newline, so each match lies in one word, and each word
-    # holding a marker holds a match's start (a match before it ends before it)
+    # Where: each word lower-cased alone (that may change its length, so the places
+    # are the lower-cased words'). A marker holds no newline, so each match lies in
+    # one word, and each word holding a marker holds a match's start.
+    lows = list(map(str.lower, words))
     starts = list(accumulate(len(w) + 1 for w in lows))
-    for found in _WORD_MARKER.finditer(low):
+    for found in _WORD_MARKER.finditer("\n".join(lows)):
         out[bisect_right(starts, found.start())] = True
     return out
 
