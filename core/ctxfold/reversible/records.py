@@ -166,10 +166,20 @@ class Batch:
         datas = [encode(r) for r in records]
         return self._add(datas, [hashlib.sha256(d).digest() for d in datas])
 
-    def add_messages(self, messages: Sequence[Message]) -> list[str]:
+    def add_messages(
+        self, messages: Sequence[Message], records: Sequence[bytes | None] | None = None
+    ) -> list[str]:
         """The ids of ``messages``' records (each encoded once per content: a session
-        stores its prefix again at every compaction)."""
-        encoded = [message_bytes(m) for m in messages]
+        stores its prefix again at every compaction). ``records``: each message's
+        record as a caller encoded it already (``encode(message_record(m))``, a session's
+        log row holds it), or None where it did not."""
+        if records is None:
+            encoded = [message_bytes(m) for m in messages]
+        else:
+            encoded = [
+                message_bytes(m) if data is None else (data, hashlib.sha256(data).digest())
+                for m, data in zip(messages, records, strict=True)
+            ]
         return self._add([d for d, _ in encoded], [h for _, h in encoded])
 
     def _add(self, datas: list[bytes], digests: list[bytes]) -> list[str]:

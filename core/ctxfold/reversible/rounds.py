@@ -112,14 +112,20 @@ def _reserve(strategy: Strategy, settings: RoundSettings, conv: Conversation) ->
     return max(head - counter.count_text(note_head(what)), 0)
 
 
-def compact_reversibly(strategy: Strategy, conv: Conversation, settings: RoundSettings) -> Layered:
+def compact_reversibly(
+    strategy: Strategy,
+    conv: Conversation,
+    settings: RoundSettings,
+    records: Sequence[bytes | None] | None = None,
+) -> Layered:
     """Run ``strategy`` with room left for the round's tag, its markers and (unless the
     strategy lists identifiers itself) its references; mark what it wrote, add the tag
     and the references, and store every original; shrink and retry until the whole
     fits the budget. Raises :class:`BudgetError` when even the round's tag cannot fit
     beside what must be kept (a strategy with ``overflow="best_effort"`` gets the
     reversible result over budget instead): a reversible round is never given up
-    silently."""
+    silently. ``records``: the originals' records as encoded already, where known
+    (see :meth:`Batch.add_messages`)."""
     store = get_store(settings.store)
     budget = conv.budget
     reserve = _reserve(strategy, settings, conv)
@@ -132,7 +138,9 @@ def compact_reversibly(strategy: Strategy, conv: Conversation, settings: RoundSe
                 continue
             break
         batch = Batch(store)
-        final, round_id = _mark(strategy, settings, conv, list(done.messages), done.trace, batch)
+        final, round_id = _mark(
+            strategy, settings, conv, list(done.messages), done.trace, batch, records
+        )
         total = conv.counter.count_messages(final)
         if total <= budget or strategy.overflow == "best_effort":
             batch.commit()
@@ -146,7 +154,9 @@ def compact_reversibly(strategy: Strategy, conv: Conversation, settings: RoundSe
     # expanded: over budget with the tag when the strategy allows it, else an error.
     done = strategy.compact(conv)
     batch = Batch(store)
-    final, round_id = _mark(strategy, settings, conv, list(done.messages), done.trace, batch)
+    final, round_id = _mark(
+        strategy, settings, conv, list(done.messages), done.trace, batch, records
+    )
     total = conv.counter.count_messages(final)
     if total > budget and strategy.overflow != "best_effort":
         raise BudgetError(_NO_ROOM.format(need=total, budget=budget), required=total, budget=budget)
@@ -266,13 +276,14 @@ def _mark(
     out: list[Message],
     trace: Sequence[Decision],
     batch: Batch,
+    records: Sequence[bytes | None] | None = None,
 ) -> tuple[list[Message], str]:
     """The round's output: a marker on every message the strategy rewrote, the round's
     tag at the head of its note (or in a block after the leading system messages when
     it wrote none) and the references of what the model no longer sees in full, in the
     room left within ``reference_share`` of the budget. The batch gets every entry."""
     counter, budget = conv.counter, conv.budget
-    msg_ids = batch.add_messages(conv.messages)
+    msg_ids = batch.add_messages(conv.messages, records)
     hidden = [d.index for d in trace if d.tokens_after == 0]
     marked = _add_markers(conv, out, trace, msg_ids)
     round_id = batch.add(

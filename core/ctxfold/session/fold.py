@@ -11,6 +11,7 @@ from ..result import NOTE_KEY, Decision
 from ..reversible.rounds import RoundSettings, compact_reversibly
 from ..tokens import TokenCounter
 from ..units import group_units
+from .history import History
 from .log import Fold
 
 __all__ = ["compact", "open_start"]
@@ -34,7 +35,7 @@ def compact(
     strategy: Strategy,
     settings: RoundSettings,
     counter: TokenCounter,
-    history: Sequence[Message],
+    history: History,
     previous: Fold | None,
     cut: int,
     target: int,
@@ -44,12 +45,14 @@ def compact(
     ``target`` tokens in a reversible round (raises :class:`ctxfold.BudgetError` when
     what must be kept cannot fit); ``rarity``: the word counts of the whole history."""
     start = previous.upto if previous else 0
-    inputs = [*(previous.prefix if previous else ()), *history[start:cut]]
+    prefix = previous.prefix if previous else ()
+    inputs = [*prefix, *history[start:cut]]
     sources = [*(previous.sources if previous else ()), *range(start, cut)]
     conv = Conversation.of(
         inputs, budget=target, counter=counter, grouping=group_units(inputs), rarity=rarity
     )
-    done, round_id = compact_reversibly(strategy, conv, settings)
+    records = history.rows(start, cut).after(len(prefix))  # stored: not encoded again
+    done, round_id = compact_reversibly(strategy, conv, settings, records)
     out = list(done.messages)
     decisions = tuple(
         Decision(src, d.action, d.reason, d.tokens_before, d.tokens_after, d.step, d.flags)

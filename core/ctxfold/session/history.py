@@ -19,8 +19,9 @@ from typing import overload
 from .._column import Column
 from ..messages import Message
 from ..reversible.records import encode, message_from_record, message_record
+from .log import record_bytes
 
-__all__ = ["History"]
+__all__ = ["History", "Records"]
 
 
 def _packed(m: Message, row: bytes | None) -> bytes | Message:
@@ -37,6 +38,43 @@ def _unpacked(row: bytes | Message) -> Message:
         return row
     stored = json.loads(row)
     return message_from_record(stored.get("r", stored))  # in its log's envelope, or bare
+
+
+class Records(Sequence[bytes | None]):
+    """Messages' records (``encode(message_record(m))``), each read out of the row its
+    log stored as it is asked for (a compaction of 100,000 messages copies none before
+    its round stores them), or None where there is no such row: the record is then
+    encoded again."""
+
+    __slots__ = ("_rows",)
+
+    def __init__(self, rows: list[bytes | Message | None]) -> None:
+        self._rows = rows
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    @overload
+    def __getitem__(self, i: int) -> bytes | None: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[bytes | None]: ...
+
+    def __getitem__(self, i: int | slice) -> bytes | list[bytes | None] | None:
+        if isinstance(i, slice):
+            return list(map(_record, self._rows[i]))
+        return _record(self._rows[i])
+
+    def __iter__(self) -> Iterator[bytes | None]:
+        return map(_record, self._rows)
+
+    def after(self, n: int) -> Records:
+        """These records after ``n`` messages that have none (a compaction's prefix)."""
+        return Records([None] * n + self._rows)
+
+
+def _record(row: bytes | Message | None) -> bytes | None:
+    return record_bytes(row) if isinstance(row, bytes) else None
 
 
 class History(Sequence[Message]):
@@ -82,6 +120,17 @@ class History(Sequence[Message]):
         log wrote it (default: made when packed)."""
         self._live.extend(messages)
         self._rows.extend(rows if rows is not None else [None] * len(messages))
+
+    def rows(self, start: int, stop: int) -> Records:
+        """The records of messages ``start`` to ``stop - 1`` as the reversible layer
+        encodes them, read out of the rows the session's log stored (see
+        :class:`Records`)."""
+        packed = len(self._packed)
+        rows: list[bytes | Message | None] = [
+            self._packed[k] for k in range(start, min(stop, packed))
+        ]
+        rows += self._rows[max(start - packed, 0) : max(stop - packed, 0)]
+        return Records(rows)
 
     def pack(self, upto: int) -> None:
         """Pack the first ``upto`` messages (those packed already stay so)."""

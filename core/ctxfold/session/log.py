@@ -40,15 +40,16 @@ from ..result import Action, Decision
 from ..reversible.records import encode, message_from_record, message_record
 from ..storage.store import NamespacedStore, VerbatimStore, put_new
 
-__all__ = ["Fold", "SessionLog", "namespace"]
+__all__ = ["Fold", "SessionLog", "namespace", "record_bytes"]
 
 _PROBE = 256  # keys read per round trip while counting what a session holds
 _VERSION = 2  # of the stored form of a record (1: the bare record, unchained)
 
 
-def _payload(raw: bytes) -> bytes | None:
+def record_bytes(raw: bytes) -> bytes | None:
     """The record's own bytes inside a stored envelope as :meth:`SessionLog._sealed`
-    writes it (``None`` for any other layout: the record is then encoded again)."""
+    writes it (``encode(record)``), or ``None`` for any other layout (the record is
+    then encoded again)."""
     head, tail = b'{"d":"', b',"v":%d}' % _VERSION
     at = len(head) + 64 + len(b'","r":')
     if raw.startswith(head) and raw.endswith(tail) and raw[len(head) + 64 : at] == b'","r":':
@@ -186,7 +187,7 @@ class SessionLog:
                 key, f"has format {version!r}, which this ctxfold does not know: upgrade it"
             )
         record = envelope.get("r")
-        payload = _payload(raw) if raw else None
+        payload = record_bytes(raw) if raw else None
         if payload is None and isinstance(record, dict):
             payload = encode(record)
         digest = _link(previous, extra + payload) if payload is not None else b""

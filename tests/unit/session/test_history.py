@@ -45,6 +45,27 @@ def test_packed_messages_read_back_equal_by_index_slice_and_iteration() -> None:
         history[6]
 
 
+def test_rows_give_the_records_the_log_stored_without_encoding_again() -> None:
+    """A compaction's round stores each original's record: taken out of the row the
+    session's log wrote (the same bytes it would encode), packed or not; None where
+    no stored row holds it (a message kept whole for its metadata, or added without
+    a row), and for the prefix messages before them."""
+    from ctxfold.reversible.records import encode, message_record
+    from ctxfold.session.log import SessionLog
+
+    log = SessionLog(MemoryStore(), "s")
+    history = History()
+    history.extend(MESSAGES[:4], log.append(MESSAGES[:4]))
+    history.extend(MESSAGES[4:])  # no rows
+    history.pack(3)
+    records = history.rows(1, 6)
+    expected = [encode(message_record(m)) for m in MESSAGES[1:4]]
+    assert list(records) == [*expected, None, None]
+    assert records[0] == expected[0] and records[-1] is None
+    assert records[1:3] == expected[1:3]
+    assert list(records.after(2)) == [None, None, *expected, None, None]
+
+
 def _chat(n: int) -> list[dict[str, str]]:
     said = ["the invoice INV-{k} is due on day {k}", "we moved the meeting to room {k}"]
     return [
