@@ -42,6 +42,8 @@ def split_stamp(text: str) -> tuple[str | None, str]:
 def metadata_stamp(meta: Mapping[str, Any]) -> str | None:
     """The time a message's metadata records (``timestamp``, ``created_at``, ``date``,
     ``time``), as :func:`stamp_of` gives it."""
+    if not meta:
+        return None  # most messages: nothing to look up
     for key in _KEYS:
         value = meta.get(key)
         if isinstance(value, bool):
