@@ -111,6 +111,13 @@ class Fold:
         )
 
 
+def _counts(value: Any) -> list[int] | None:
+    """Token counts as a compaction record stores them: a list of counts, else None."""
+    if isinstance(value, list) and all(type(n) is int and n >= 0 for n in value):
+        return value
+    return None
+
+
 def _decision(
     index: int, action: Action, reason: str, before: int, after: int, step: str, flags: Any
 ) -> Decision:
@@ -221,9 +228,10 @@ class SessionLog:
         self.messages, self.folds = len(history), 0
         return history, rows
 
-    def compactions(self) -> Iterator[Fold]:
+    def compactions(self) -> Iterator[tuple[Fold, list[int] | None]]:
         """The compactions of the current epoch, each checked, one at a time (after
-        :meth:`load`): a long session's are never all in memory at once."""
+        :meth:`load`): a long session's are never all in memory at once. Each with the
+        token counts it stored (see :meth:`add_fold`), or None."""
         for key, raw, envelope in self._read(lambda k: f"{self.epoch}:c:{k}"):
             inner = envelope.get("r", envelope)
             upto = inner.get("upto") if isinstance(inner, dict) else None
@@ -232,7 +240,7 @@ class SessionLog:
             record, self.fold_head = self._opened(
                 key, envelope, self.fold_head, self.heads[upto], raw=raw
             )
-            yield self._fold(key, record, upto)
+            yield self._fold(key, record, upto), _counts(record.get("tokens"))
             self.folds += 1
 
     def _fold(self, key: str, record: dict[str, Any], upto: int) -> Fold:
@@ -273,9 +281,15 @@ class SessionLog:
         self.messages += len(messages)
         return list(entries.values())
 
-    def add_fold(self, fold: Fold) -> None:
-        """Store the newest compaction (bound to the history it covers)."""
-        sealed, head = self._sealed(fold.record(), self.fold_head, self.heads[fold.upto])
+    def add_fold(self, fold: Fold, tokens: Sequence[int] = ()) -> None:
+        """Store the newest compaction (bound to the history it covers), with
+        ``tokens``: the token counts of the history messages it took in after the
+        compaction before it (a reopened session takes them instead of counting those
+        messages again)."""
+        record = fold.record()
+        if tokens:
+            record["tokens"] = list(tokens)
+        sealed, head = self._sealed(record, self.fold_head, self.heads[fold.upto])
         self._put({f"{self.epoch}:c:{self.folds}": sealed})
         self.fold_head = head
         self.folds += 1

@@ -154,12 +154,16 @@ class Session:
         self._rounds = RoundSettings(store=self._log.store)
         self._lock = threading.RLock()
         self._reset()
-        self._extend(*self._log.load())
+        messages, rows = self._log.load()
         last: Fold | None = None
-        for fold in self._log.compactions():  # one at a time: a long session has thousands
+        for fold, tokens in self._log.compactions():  # one at a time: there are thousands
+            k = len(self._history)  # what it took in after the one before, counted then
+            self._extend(messages[k : fold.upto], rows[k : fold.upto], tokens)
             if last is not None:
                 self._traced(last)  # only the newest one's prefix is counted
             last = fold
+        k = len(self._history)
+        self._extend(messages[k:], rows[k:])
         if last is not None:
             self._apply(last)
 
@@ -251,7 +255,7 @@ class Session:
                 f"this history ({exc}); resume with compaction=None to compact afresh"
             ) from None
         with self._lock:
-            self._log.add_fold(fold)
+            self._log.add_fold(fold, self._counts(self._upto(), fold.upto))
             self._apply(fold)
 
     def _check_kept(self, fold: Fold) -> None:
@@ -283,19 +287,33 @@ class Session:
         self._agentic = False  # whether the history has tool calls, as far as seen
         self._agentic_seen = 0
 
-    def _extend(self, messages: list[Message], rows: list[bytes]) -> None:
-        """Take in ``messages``, stored as ``rows``."""
+    def _extend(
+        self, messages: list[Message], rows: list[bytes], tokens: Sequence[int] | None = None
+    ) -> None:
+        """Take in ``messages``, stored as ``rows``; ``tokens``: their counts as a
+        compaction stored them, taken when the newest of them counts the same now (the
+        session's counter is the one that wrote them), else all are counted."""
         if self.redact:
             self._originals.extend(messages, rows)
             messages = redact(messages, self._log.store)[0]
         count = self.counter.count_message
-        tokens = [count(m) for m in messages]
+        if (
+            tokens is None
+            or len(tokens) != len(messages)
+            or (messages and count(messages[-1]) != tokens[-1])
+        ):
+            tokens = [count(m) for m in messages]
         self._history.extend(messages, None if self.redact else rows)
         for m in messages:
             self._words.update(content_words(m.text))
         before = self._cum[-1]
         self._cum.extend(before + t for t in accumulate(tokens))
         self._trace.add("kept", "fits_budget", _STEP, tokens)
+
+    def _counts(self, start: int, stop: int) -> list[int]:
+        """The token counts of history messages ``start`` to ``stop - 1``."""
+        cum = self._cum
+        return [cum[i + 1] - cum[i] for i in range(start, stop)]
 
     def _apply(self, fold: Fold) -> None:
         """Make ``fold`` the current compaction: its prefix, and the trace of what it
@@ -497,7 +515,7 @@ class Session:
             except BudgetError as exc:
                 error = exc
                 continue
-            self._log.add_fold(fold)
+            self._log.add_fold(fold, self._counts(self._upto(), fold.upto))
             self._apply(fold)
             return
         required = (error.required if error else 0) + waiting

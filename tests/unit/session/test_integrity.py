@@ -15,7 +15,7 @@ import pytest
 
 from ctxfold.exceptions import ConcurrentWriteError, CorruptRecordError
 from ctxfold.session import Session
-from ctxfold.session.log import namespace
+from ctxfold.session.log import SessionLog, namespace
 from ctxfold.storage import MemoryStore, RedisStore, SQLiteStore
 
 REPO = Path(__file__).resolve().parents[3]
@@ -98,6 +98,35 @@ def test_an_edited_compaction_record_is_refused(redis_url: str, redis_prefix: st
     with pytest.raises(CorruptRecordError, match=r"session 'chat'.*0:c:0"):
         Session.load("chat", store=RedisStore(redis_url, prefix=redis_prefix), budget=140)
     assert session.history  # the session that wrote it still holds its history
+
+
+def test_edited_token_counts_are_refused_and_counts_a_version_never_stored_are_made() -> None:
+    """A compaction stores the token counts of what it took in (a reopened session
+    counts nothing it covers): an edited count is a corrupt record, never a session
+    that believes it fits; a record without counts (as a version before wrote it)
+    loads, its messages counted."""
+    store = MemoryStore()
+    session = _compacted(store)
+    key = _key("chat", "0:c:0")
+    stored = json.loads(store._data[key])
+    assert stored["r"]["tokens"] and all(n > 0 for n in stored["r"]["tokens"])
+    forged = {**stored, "r": {**stored["r"], "tokens": [1] * len(stored["r"]["tokens"])}}
+    store._data[key] = json.dumps(forged).encode()
+    with pytest.raises(CorruptRecordError, match=r"session 'chat'.*0:c:0.*digest"):
+        Session.load("chat", store=store, budget=140)
+    older = MemoryStore()
+    _compacted(older)
+    log = SessionLog(older, "chat")
+    log.load()
+    head, k = log.fold_head, 0
+    while (raw := older._data.get(_key("chat", f"0:c:{k}"))) is not None:
+        record = json.loads(raw)["r"]
+        del record["tokens"]  # sealed again without them, as a version before wrote it
+        sealed, head = log._sealed(record, head, log.heads[record["upto"]])
+        older._data[_key("chat", f"0:c:{k}")] = sealed
+        k += 1
+    again = Session.load("chat", store=older, budget=140)
+    assert again.render().to_openai() == session.render().to_openai()
 
 
 def test_a_record_of_a_later_format_is_refused_with_what_to_do() -> None:

@@ -797,3 +797,39 @@ def test_reopening_reads_each_record_once_in_round_trips_of_bounded_size() -> No
     read = Counter(k for keys in store.reads for k in keys)
     assert all(read[k] == 1 for k in held)  # never counted first, then read again
     assert max(len(keys) for keys in store.reads) <= 256  # never the whole history at once
+
+
+def _counting(texts: list[str], scale: int = 1) -> Any:
+    """A token counter (a ``str -> int`` function) that keeps every text it counts."""
+
+    def count(text: str) -> int:
+        texts.append(text)
+        return scale * (len(text) // 4 + 1)
+
+    return count
+
+
+def test_reopening_takes_the_token_counts_its_compactions_stored() -> None:
+    """A compaction stores the token counts of the messages it took in, so reopening a
+    long session counts only what no compaction covers (and one message of each
+    compaction, to check the counter is the one that wrote them); with another
+    counter it counts everything again."""
+    store = MemoryStore()
+    _, msgs = example_conversations()[-1]
+    s = Session("r", budget=2000, store=store, counter=_counting([]))
+    last = _replay(s, msgs, 2000)[-1]
+    folds = sum(":0:c:" in k for k in store._data)
+    assert folds > 3 and s.folded > len(msgs) // 2
+    counted: list[str] = []
+    again = Session.load("r", store=store, budget=2000, counter=_counting(counted))
+    shown = {m.text for m in again._fold.prefix if m.text}
+    hidden = {m.text for m in msgs[: s.folded] if m.text} - shown
+    assert len(hidden & set(counted)) <= folds < len(hidden) // 4  # one of each at most
+    assert _wire(again.render()) == _wire(last)
+    assert again.render().trace == s.render().trace
+    assert again.render().stats.tokens_before == s.counter.count_messages(msgs)
+    recounted: list[str] = []
+    other = Session.load("r", store=store, budget=2000, counter=_counting(recounted, 2))
+    assert hidden <= set(recounted)  # a count differs: all again
+    twice = ctxfold.get_counter(_counting([], 2)).count_messages(msgs)
+    assert other.render().stats.tokens_before == twice
