@@ -6,8 +6,9 @@ ever written twice, so the record works on every store, SQLite and Redis include
 
 - ``<epoch>:m:<n>``: message ``n`` of the history, as the reversible layer records it;
 - ``<epoch>:c:<k>``: compaction ``k``: how many messages it covers, the prefix it left,
-  which message of the history each prefix message stands for, and what it did with
-  each message it took in;
+  which message of the history each prefix message stands for, what it did with each
+  message it took in, and the token counts of the messages it took in after the
+  compaction before it (so a reopened session does not count them again);
 - ``e:<epoch>``: :meth:`SessionLog.clear` opened this epoch; the older ones stay in the
   store (nothing is ever lost), unseen by the session.
 
