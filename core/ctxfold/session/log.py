@@ -41,7 +41,7 @@ from ..result import Action, Decision
 from ..reversible.records import encode, message_from_record, message_record
 from ..storage.store import NamespacedStore, VerbatimStore, put_new
 
-__all__ = ["Fold", "SessionLog", "namespace", "record_bytes"]
+__all__ = ["Counts", "Fold", "SessionLog", "namespace", "record_bytes"]
 
 _PROBE = 256  # keys read per round trip while counting what a session holds
 _VERSION = 2  # of the stored form of a record (1: the bare record, unchained)
@@ -112,11 +112,30 @@ class Fold:
         )
 
 
-def _counts(value: Any) -> list[int] | None:
-    """Token counts as a compaction record stores them: a list of counts, else None."""
-    if isinstance(value, list) and all(type(n) is int and n >= 0 for n in value):
-        return value
-    return None
+@dataclass(frozen=True)
+class Counts:
+    """The token counts a compaction stores: of the history messages it took in after
+    the compaction before it (``tokens``), and what counted them (``by``: whatever the
+    session says tells its counting apart, compared whole on reading)."""
+
+    tokens: list[int]
+    by: list[Any]
+
+    def record(self) -> dict[str, Any]:
+        """The JSON form a compaction record holds under ``counts``."""
+        return {"tokens": self.tokens, "by": self.by}
+
+    @classmethod
+    def from_record(cls, value: Any) -> Counts | None:
+        """The counts stored as ``value``, or None where there are none that hold."""
+        if not isinstance(value, dict):
+            return None
+        tokens, by = value.get("tokens"), value.get("by")
+        if not isinstance(by, list) or not isinstance(tokens, list):
+            return None
+        if not all(type(n) is int and n >= 0 for n in tokens):
+            return None
+        return cls(tokens, by)
 
 
 def _decision(
@@ -229,7 +248,7 @@ class SessionLog:
         self.messages, self.folds = len(history), 0
         return history, rows
 
-    def compactions(self) -> Iterator[tuple[Fold, list[int] | None]]:
+    def compactions(self) -> Iterator[tuple[Fold, Counts | None]]:
         """The compactions of the current epoch, each checked, one at a time (after
         :meth:`load`): a long session's are never all in memory at once. Each with the
         token counts it stored (see :meth:`add_fold`), or None."""
@@ -241,7 +260,7 @@ class SessionLog:
             record, self.fold_head = self._opened(
                 key, envelope, self.fold_head, self.heads[upto], raw=raw
             )
-            yield self._fold(key, record, upto), _counts(record.get("tokens"))
+            yield self._fold(key, record, upto), Counts.from_record(record.get("counts"))
             self.folds += 1
 
     def _fold(self, key: str, record: dict[str, Any], upto: int) -> Fold:
@@ -282,14 +301,14 @@ class SessionLog:
         self.messages += len(messages)
         return list(entries.values())
 
-    def add_fold(self, fold: Fold, tokens: Sequence[int] = ()) -> None:
-        """Store the newest compaction (bound to the history it covers), with
-        ``tokens``: the token counts of the history messages it took in after the
-        compaction before it (a reopened session takes them instead of counting those
+    def add_fold(self, fold: Fold, counts: Counts | None = None) -> None:
+        """Store the newest compaction (bound to the history it covers), with the token
+        counts of the history messages it took in after the compaction before it (a
+        session reopened with the same counting takes them instead of counting those
         messages again)."""
         record = fold.record()
-        if tokens:
-            record["tokens"] = list(tokens)
+        if counts is not None:
+            record["counts"] = counts.record()
         sealed, head = self._sealed(record, self.fold_head, self.heads[fold.upto])
         self._put({f"{self.epoch}:c:{self.folds}": sealed})
         self.fold_head = head

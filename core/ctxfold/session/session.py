@@ -30,7 +30,7 @@ from ..exceptions import (
     SessionNotFoundError,
 )
 from ..formats import CTXFOLD, MessageFormat, read_messages
-from ..messages import Message, uses_tools
+from ..messages import ContentPart, Message, ToolCall, uses_tools
 from ..models.embedders import get_embedder
 from ..pipeline import Call, compact_into, opened, recall_room, recalled
 from ..recall import (
@@ -54,12 +54,18 @@ from ..text.scoring import content_words
 from ..tokens import TokenCounter, get_counter
 from .fold import compact, open_start
 from .history import History
-from .log import Fold, SessionLog
+from .log import Counts, Fold, SessionLog
 from .settings import check_strategy, check_water, gap_share
 
 __all__ = ["Session"]
 
 _STEP = "session"
+_PROBE = (
+    Message("system", "Résumé: naïve café, 東京の天気は晴れです。 Привет, мир! 🙂 ≥ ½"),
+    Message("user", "def f(x):\n    return x ** 2  # 12,345.67\n\tand   spaces  ", name="ana"),
+    Message("assistant", None, tool_calls=(ToolCall("c1", "get_weather", '{"city": "Zürich"}'),)),
+    Message("user", (ContentPart("text", "See:"), ContentPart("image_url", extra='{"u": "x"}'))),
+)
 _RECORD_VERSION = 2  # of the record :attr:`Session.compaction` gives (1: no digest)
 
 
@@ -153,12 +159,13 @@ class Session:
         self._log = SessionLog(self.store, session_id)
         self._rounds = RoundSettings(store=self._log.store)
         self._lock = threading.RLock()
+        self._by: list[Any] | None = None  # see _counted_by
         self._reset()
         messages, rows = self._log.load()
         last: Fold | None = None
-        for fold, tokens in self._log.compactions():  # one at a time: there are thousands
+        for fold, counts in self._log.compactions():  # one at a time: there are thousands
             k = len(self._history)  # what it took in after the one before, counted then
-            self._extend(messages[k : fold.upto], rows[k : fold.upto], tokens)
+            self._extend(messages[k : fold.upto], rows[k : fold.upto], counts)
             if last is not None:
                 self._traced(last)  # only the newest one's prefix is counted
             last = fold
@@ -288,20 +295,25 @@ class Session:
         self._agentic_seen = 0
 
     def _extend(
-        self, messages: list[Message], rows: list[bytes], tokens: Sequence[int] | None = None
+        self, messages: list[Message], rows: list[bytes], counts: Counts | None = None
     ) -> None:
-        """Take in ``messages``, stored as ``rows``; ``tokens``: their counts as a
-        compaction stored them, taken when the newest of them counts the same now (the
-        session's counter is the one that wrote them), else all are counted."""
+        """Take in ``messages``, stored as ``rows``; ``counts``: their token counts as a
+        compaction stored them, taken when they were counted as this session counts
+        (see :meth:`_counted_by`) and the newest of them counts the same now, else all
+        are counted."""
         if self.redact:
             self._originals.extend(messages, rows)
             messages = redact(messages, self._log.store)[0]
         count = self.counter.count_message
+        tokens: Sequence[int]
         if (
-            tokens is None
-            or len(tokens) != len(messages)
-            or (messages and count(messages[-1]) != tokens[-1])
+            counts is not None
+            and len(counts.tokens) == len(messages)
+            and counts.by == self._counted_by()
+            and (not messages or count(messages[-1]) == counts.tokens[-1])
         ):
+            tokens = counts.tokens
+        else:
             tokens = [count(m) for m in messages]
         self._history.extend(messages, None if self.redact else rows)
         for m in messages:
@@ -310,10 +322,22 @@ class Session:
         self._cum.extend(before + t for t in accumulate(tokens))
         self._trace.add("kept", "fits_budget", _STEP, tokens)
 
-    def _counts(self, start: int, stop: int) -> list[int]:
-        """The token counts of history messages ``start`` to ``stop - 1``."""
+    def _counts(self, start: int, stop: int) -> Counts:
+        """The token counts of history messages ``start`` to ``stop - 1``, and what
+        counted them."""
         cum = self._cum
-        return [cum[i + 1] - cum[i] for i in range(start, stop)]
+        return Counts([cum[i + 1] - cum[i] for i in range(start, stop)], self._counted_by())
+
+    def _counted_by(self) -> list[Any]:
+        """What tells this session's counting apart: its counter's name, whether it
+        redacts (it counts masked messages), and what the counter gives a probe of
+        messages any two counters count differently (scripts, code, numbers, a name,
+        a tool call, an image): a session reopened with another counter, or other
+        overheads, counts its history again."""
+        if self._by is None:
+            count = self.counter.count_message
+            self._by = [self.counter.name, self.redact, *map(count, _PROBE)]
+        return self._by
 
     def _apply(self, fold: Fold) -> None:
         """Make ``fold`` the current compaction: its prefix, and the trace of what it

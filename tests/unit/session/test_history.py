@@ -64,6 +64,8 @@ def test_rows_give_the_records_the_log_stored_without_encoding_again() -> None:
     assert records[0] == expected[0] and records[-1] is None
     assert records[1:3] == expected[1:3]
     assert list(records.after(2)) == [None, None, *expected, None, None]
+    history.pack(6)  # message 4 packed as its bare record, 5 kept whole (its metadata)
+    assert list(history.rows(3, 6)) == [expected[2], None, None]
 
 
 def _chat(n: int) -> list[dict[str, str]]:

@@ -109,8 +109,9 @@ def test_edited_token_counts_are_refused_and_counts_a_version_never_stored_are_m
     session = _compacted(store)
     key = _key("chat", "0:c:0")
     stored = json.loads(store._data[key])
-    assert stored["r"]["tokens"] and all(n > 0 for n in stored["r"]["tokens"])
-    forged = {**stored, "r": {**stored["r"], "tokens": [1] * len(stored["r"]["tokens"])}}
+    counts = stored["r"]["counts"]
+    assert counts["tokens"] and all(n > 0 for n in counts["tokens"])
+    forged = {**stored, "r": {**stored["r"], "counts": {**counts, "tokens": [1] * 99}}}
     store._data[key] = json.dumps(forged).encode()
     with pytest.raises(CorruptRecordError, match=r"session 'chat'.*0:c:0.*digest"):
         Session.load("chat", store=store, budget=140)
@@ -121,7 +122,7 @@ def test_edited_token_counts_are_refused_and_counts_a_version_never_stored_are_m
     head, k = log.fold_head, 0
     while (raw := older._data.get(_key("chat", f"0:c:{k}"))) is not None:
         record = json.loads(raw)["r"]
-        del record["tokens"]  # sealed again without them, as a version before wrote it
+        del record["counts"]  # sealed again without them, as a version before wrote it
         sealed, head = log._sealed(record, head, log.heads[record["upto"]])
         older._data[_key("chat", f"0:c:{k}")] = sealed
         k += 1

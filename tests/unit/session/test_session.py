@@ -833,3 +833,41 @@ def test_reopening_takes_the_token_counts_its_compactions_stored() -> None:
     assert hidden <= set(recounted)  # a count differs: all again
     twice = ctxfold.get_counter(_counting([], 2)).count_messages(msgs)
     assert other.render().stats.tokens_before == twice
+
+
+@pytest.mark.parametrize(
+    ("wrote", "reads"), [("cl100k_base", "o200k_base"), ("o200k_base", "approx")]
+)
+def test_a_session_reopened_with_another_counter_counts_its_history_again(
+    wrote: str, reads: str
+) -> None:
+    """Counters that agree on some messages (each compaction's newest here: "ok") still
+    differ on the history: reopened with another one, every message is counted with it."""
+    store = MemoryStore()
+    turns = []
+    for k in range(12):
+        turns.append(Message("user", "ok"))
+        turns.append(
+            Message("assistant", f"Résumé {k}: naïve café façade, 東京の天気は晴れです。" * 2)
+        )
+    s = Session("r", budget=300, store=store, counter=wrote)
+    _replay(s, turns, 300)
+    assert s.folded > 0
+    again = Session.load("r", store=store, budget=300, counter=reads)
+    assert again.render().stats.tokens_before == ctxfold.get_counter(reads).count_messages(turns)
+
+
+def test_a_session_reopened_without_its_redaction_counts_what_it_shows() -> None:
+    """A redacting session counts the masked messages: reopened without redaction, it
+    counts the messages as they are (each compaction's newest here holds no secret)."""
+    store = MemoryStore()
+    key = "sk-proj-" + "a1B2c3D4e5F6g7H8i9J0" * 3
+    turns = [
+        Message("user", "Please help me plan. " * 30),
+        Message("assistant", f"Your key {key} is kept. " + "Here is a plan. " * 30),
+    ] * 20
+    s = Session("r", budget=1200, store=store, redact=True)
+    _replay(s, turns, 1200)
+    assert s.folded > 0
+    again = Session.load("r", store=store, budget=1200)
+    assert again.render().stats.tokens_before == again.counter.count_messages(turns)
