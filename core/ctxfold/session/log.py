@@ -36,12 +36,13 @@ from typing import Any
 
 from .._column import Column
 from ..exceptions import ConcurrentWriteError, CorruptRecordError
-from ..messages import Message
+from ..messages import ContentPart, Message, ToolCall
 from ..result import Action, Decision
 from ..reversible.records import encode, message_from_record, message_record
 from ..storage.store import NamespacedStore, VerbatimStore, put_new
+from ..tokens import TokenCounter
 
-__all__ = ["Counts", "Fold", "SessionLog", "namespace", "record_bytes"]
+__all__ = ["Counts", "Fold", "SessionLog", "counting", "namespace", "record_bytes"]
 
 _PROBE = 256  # keys read per round trip while counting what a session holds
 _VERSION = 2  # of the stored form of a record (1: the bare record, unchained)
@@ -110,6 +111,25 @@ class Fold:
             round_id=str(r["round"]),
             savings={str(k): int(v) for k, v in dict(r.get("savings", {})).items()},
         )
+
+
+#: Messages any two counters count differently (scripts, code, numbers, a name, a tool
+#: call, an image): what a counter gives them tells its counting apart (see
+#: :func:`counting`).
+_TELLING = (
+    Message("system", "Résumé: naïve café, 東京の天気は晴れです。 Привет, мир! 🙂 ≥ ½"),
+    Message("user", "def f(x):\n    return x ** 2  # 12,345.67\n\tand   spaces  ", name="ana"),
+    Message("assistant", None, tool_calls=(ToolCall("c1", "get_weather", '{"city": "Zürich"}'),)),
+    Message("user", (ContentPart("text", "See:"), ContentPart("image_url", extra='{"u": "x"}'))),
+)
+
+
+def counting(counter: TokenCounter, redact: bool) -> list[Any]:
+    """What tells a session's counting apart, as :class:`Counts` records it: its
+    counter's name, whether it redacts (it counts masked messages), and what the
+    counter gives messages any two counters count differently: a session reopened with
+    another counter, or other overheads, counts its history again."""
+    return [counter.name, redact, *map(counter.count_message, _TELLING)]
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,6 @@ A render does work in proportion to the new messages and the output, not the his
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import threading
 import uuid
 from array import array
@@ -26,11 +25,10 @@ from ..contract import CounterSpec, MessageLike, Prepares, WordCounts
 from ..exceptions import (
     BudgetError,
     ConfigurationError,
-    CorruptRecordError,
     SessionNotFoundError,
 )
 from ..formats import CTXFOLD, MessageFormat, read_messages
-from ..messages import ContentPart, Message, ToolCall, uses_tools
+from ..messages import Message, uses_tools
 from ..models.embedders import get_embedder
 from ..pipeline import Call, compact_into, opened, recall_room, recalled
 from ..recall import (
@@ -44,7 +42,6 @@ from ..recall import (
 )
 from ..result import CompressionResult, Decision, Trace
 from ..reversible.expand import Expansion, expand
-from ..reversible.records import encode
 from ..reversible.redaction import redact
 from ..reversible.rounds import RoundSettings
 from ..reversible.tool import ExpandTool
@@ -54,25 +51,13 @@ from ..text.scoring import content_words
 from ..tokens import TokenCounter, get_counter
 from .fold import compact, open_start
 from .history import History
-from .log import Counts, Fold, SessionLog
+from .log import Counts, Fold, SessionLog, counting
+from .resume import adopted, resume_record
 from .settings import check_strategy, check_water, gap_share
 
 __all__ = ["Session"]
 
 _STEP = "session"
-_PROBE = (
-    Message("system", "Résumé: naïve café, 東京の天気は晴れです。 Привет, мир! 🙂 ≥ ½"),
-    Message("user", "def f(x):\n    return x ** 2  # 12,345.67\n\tand   spaces  ", name="ana"),
-    Message("assistant", None, tool_calls=(ToolCall("c1", "get_weather", '{"city": "Zürich"}'),)),
-    Message("user", (ContentPart("text", "See:"), ContentPart("image_url", extra='{"u": "x"}'))),
-)
-_RECORD_VERSION = 2  # of the record :attr:`Session.compaction` gives (1: no digest)
-
-
-def _record_digest(fold: Mapping[str, Any], last: str) -> str:
-    """The digest a compaction record carries: of its fold and the last message it
-    covers, as they are encoded for the store."""
-    return hashlib.sha256(encode({"fold": fold, "last": last})).hexdigest()
 
 
 def _session_store() -> MemoryStore:
@@ -218,14 +203,7 @@ class Session:
             fold = self._fold
             if fold is None:
                 return None
-            last = self._history[fold.upto - 1].fingerprint if fold.upto else ""
-            record = fold.record()
-            return {
-                "version": _RECORD_VERSION,
-                "fold": record,
-                "last": last,
-                "digest": _record_digest(record, last),
-            }
+            return resume_record(fold, self._history)
 
     @property
     def folded(self) -> int:
@@ -235,47 +213,10 @@ class Session:
 
     def _adopt(self, compaction: Mapping[str, Any]) -> None:
         """Make the recorded compaction current after checking it fits the history."""
-        try:
-            version = compaction.get("version")
-            if version not in (1, _RECORD_VERSION):
-                raise ValueError(
-                    f"format {version!r}, which this ctxfold does not know: upgrade it"
-                )
-            if version == _RECORD_VERSION and compaction.get("digest") != _record_digest(
-                compaction["fold"], compaction["last"]
-            ):
-                raise ValueError("its digest does not match what it holds")
-            fold = Fold.from_record(dict(compaction["fold"]))
-            n, last = len(self._history), compaction["last"]
-            if not 0 <= fold.upto <= n or any(
-                i is not None and not 0 <= i < fold.upto for i in fold.sources
-            ):
-                raise ValueError("indices outside the history")
-            if any(not 0 <= d.index < fold.upto for d in fold.decisions):
-                raise ValueError("decisions outside the history")
-            if fold.upto and self._history[fold.upto - 1].fingerprint != last:
-                raise ValueError("the history differs")
-            self._check_kept(fold)
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise CorruptRecordError(
-                f"session {self.session_id!r}: the compaction record does not belong to "
-                f"this history ({exc}); resume with compaction=None to compact afresh"
-            ) from None
+        fold = adopted(compaction, self._history, self.strategy.pin_roles, self.session_id)
         with self._lock:
             self._log.add_fold(fold, self._counts(self._upto(), fold.upto))
             self._apply(fold)
-
-    def _check_kept(self, fold: Fold) -> None:
-        """Each prefix message that stands for a history message has its role, and one
-        of a pinned role (the system prompt) is that message byte for byte: a record
-        whose system prompt was rewritten is not a compaction of this history."""
-        pinned = self.strategy.pin_roles
-        for m, i in zip(fold.prefix, fold.sources, strict=True):
-            if i is None:
-                continue
-            was = self._history[i]
-            if m.role != was.role or (was.role in pinned and m.fingerprint != was.fingerprint):
-                raise ValueError(f"its message standing for message {i} is not that message")
 
     # ------------------------------------------------------------------ the state
 
@@ -329,14 +270,9 @@ class Session:
         return Counts([cum[i + 1] - cum[i] for i in range(start, stop)], self._counted_by())
 
     def _counted_by(self) -> list[Any]:
-        """What tells this session's counting apart: its counter's name, whether it
-        redacts (it counts masked messages), and what the counter gives a probe of
-        messages any two counters count differently (scripts, code, numbers, a name,
-        a tool call, an image): a session reopened with another counter, or other
-        overheads, counts its history again."""
+        """What tells this session's counting apart (:func:`.log.counting`), found once."""
         if self._by is None:
-            count = self.counter.count_message
-            self._by = [self.counter.name, self.redact, *map(count, _PROBE)]
+            self._by = counting(self.counter, self.redact)
         return self._by
 
     def _apply(self, fold: Fold) -> None:
