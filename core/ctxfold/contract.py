@@ -115,11 +115,15 @@ class Conversation:
         counter: TokenCounter,
         grouping: Grouping,
         rarity: WordCounts | None = None,
+        tokens: Sequence[int] | None = None,
     ) -> Conversation:
-        """Count every message once."""
-        tokens = [counter.count_message(m) for m in messages]
+        """Count every message once; ``tokens``: their counts, when the caller knows
+        them already (a session keeps its history's counts)."""
+        if tokens is not None and len(tokens) != len(messages):
+            raise ValueError(f"{len(tokens)} token counts given for {len(messages)} messages")
+        counts = [counter.count_message(m) for m in messages] if tokens is None else list(tokens)
         overhead = counter.count_messages([])
-        return cls(messages, tokens, grouping, budget, counter, overhead, rarity)
+        return cls(messages, counts, grouping, budget, counter, overhead, rarity)
 
     def with_budget(self, budget: int) -> Conversation:
         """The same conversation, to fit another budget."""

@@ -39,17 +39,24 @@ def compact(
     previous: Fold | None,
     cut: int,
     target: int,
+    tokens: Sequence[int],
     rarity: WordCounts | None = None,
 ) -> Fold:
-    """Compact the previous prefix and ``history[previous.upto:cut]`` to at most
-    ``target`` tokens in a reversible round (raises :class:`ctxfold.BudgetError` when
-    what must be kept cannot fit); ``rarity``: the word counts of the whole history."""
+    """Compact the previous prefix and ``history[previous.upto:cut]`` (whose token
+    counts are ``tokens``) to at most ``target`` tokens in a reversible round (raises
+    :class:`ctxfold.BudgetError` when what must be kept cannot fit); ``rarity``: the
+    word counts of the whole history."""
     start = previous.upto if previous else 0
     prefix = previous.prefix if previous else ()
     inputs = [*prefix, *history[start:cut]]
     sources = [*(previous.sources if previous else ()), *range(start, cut)]
     conv = Conversation.of(
-        inputs, budget=target, counter=counter, grouping=group_units(inputs), rarity=rarity
+        inputs,
+        budget=target,
+        counter=counter,
+        grouping=group_units(inputs),
+        rarity=rarity,
+        tokens=[*map(counter.count_message, prefix), *tokens],
     )
     records = history.rows(start, cut).after(len(prefix))  # stored: not encoded again
     done, round_id = compact_reversibly(strategy, conv, settings, records)

@@ -263,11 +263,14 @@ class Session:
         self._cum.extend(before + t for t in accumulate(tokens))
         self._trace.add("kept", "fits_budget", _STEP, tokens)
 
-    def _counts(self, start: int, stop: int) -> Counts:
-        """The token counts of history messages ``start`` to ``stop - 1``, and what
-        counted them."""
+    def _tokens(self, start: int, stop: int) -> list[int]:
+        """The token counts of history messages ``start`` to ``stop - 1``."""
         cum = self._cum
-        return Counts([cum[i + 1] - cum[i] for i in range(start, stop)], self._counted_by())
+        return [cum[i + 1] - cum[i] for i in range(start, stop)]
+
+    def _counts(self, start: int, stop: int) -> Counts:
+        """:meth:`_tokens`, and what counted them."""
+        return Counts(self._tokens(start, stop), self._counted_by())
 
     def _counted_by(self) -> list[Any]:
         """What tells this session's counting apart (:func:`.log.counting`), found once."""
@@ -424,9 +427,7 @@ class Session:
         fold, strategy = self._fold, self.strategy
         if isinstance(strategy, Prepares):  # one check per render, not per message
             if start < end:
-                cum = self._cum
-                tokens = [cum[i + 1] - cum[i] for i in range(start, end)]
-                strategy.prepare(self._history[start:end], tokens)
+                strategy.prepare(self._history[start:end], self._tokens(start, end))
             if fold is not None and fold.round_id != self._prepared_round:
                 count = self.counter.count_message
                 strategy.prepare(fold.prefix, [count(m) for m in fold.prefix])
@@ -470,6 +471,7 @@ class Session:
                     self._fold,
                     cut,
                     target,
+                    self._tokens(self._upto(), cut),
                     rarity,
                 )
             except BudgetError as exc:

@@ -835,6 +835,52 @@ def test_reopening_takes_the_token_counts_its_compactions_stored() -> None:
     assert other.render().stats.tokens_before == twice
 
 
+class _Recording(ctxfold.tokens.CallableCounter):
+    """A counter that remembers each message it counts (not what its cache answers)."""
+
+    def __init__(self, counted: list[str]) -> None:
+        super().__init__(lambda text: len(text) // 4 + 1, name="recording", cache_size=8)
+        self.counted = counted
+
+    def _count_message(self, m: Message) -> int:
+        self.counted.append(m.fingerprint)
+        return super()._count_message(m)
+
+
+def test_a_compaction_takes_the_token_counts_the_session_keeps() -> None:
+    """The session counts each message as it is added; its compaction takes those
+    counts and never counts a message it folds again (a history longer than the
+    counter's cache was counted twice over: seconds at 100,000 messages)."""
+    _, msgs = example_conversations()[-1]
+    counted: list[str] = []
+    s = Session(budget=2000, store=MemoryStore(), counter=_Recording(counted))
+    s.add(msgs)
+    result = s.render()
+    assert s.folded > len(msgs) // 2
+    hidden = {msgs[d.index].fingerprint for d in result.trace if d.tokens_after == 0}
+    assert len(hidden) > len(msgs) // 4
+    assert all(counted.count(f) == 1 for f in hidden)  # at add, never by a compaction
+    assert result.stats.tokens_before == s.counter.count_messages(msgs)
+
+
+def test_a_conversation_takes_counts_it_is_given_and_refuses_a_wrong_number() -> None:
+    from ctxfold.contract import Conversation
+    from ctxfold.units import group_units
+
+    msgs = [Message("user", "one two three"), Message("assistant", "four")]
+    counted: list[str] = []
+    counter = _Recording(counted)
+    conv = Conversation.of(
+        msgs, budget=10, counter=counter, grouping=group_units(msgs), tokens=(7, 9)
+    )
+    assert conv.tokens == [7, 9] and not counted
+    assert Conversation.of(msgs, budget=10, counter=counter, grouping=group_units(msgs)).tokens == [
+        counter.count_message(m) for m in msgs
+    ]
+    with pytest.raises(ValueError, match="1 token counts given for 2 messages"):
+        Conversation.of(msgs, budget=10, counter=counter, grouping=group_units(msgs), tokens=[7])
+
+
 @pytest.mark.parametrize(
     ("wrote", "reads"), [("cl100k_base", "o200k_base"), ("o200k_base", "approx")]
 )
