@@ -16,8 +16,10 @@ own, its caches cold):
   garbage collector does not track), so a render's time is the session's, not a
   collection over 100,000 message objects the driver itself holds. Besides, less the
   full collections inside them, the worst render that recalled (compacting or not)
-  and the worst that compacted without recalling; and the worst full collections
-  inside one render;
+  and the worst that compacted without recalling; the worst full collections
+  inside one render; and the CPU time of the render whose recall first searched
+  in arrays (importing numpy, once per process: 60-100 ms) beside the worst of
+  the others;
 - ``load``: ``Session.load`` of that session from its SQLite file, and its render.
 
 Reported: CPU seconds (wall beside), peak MB, the ratio of ``compress`` to ``trim``,
@@ -112,14 +114,18 @@ def _turns(msgs: list[Any], budget: int, db: Path) -> dict[str, Any]:
     renders: list[float] = []
     cpu: list[float] = []  # a render's CPU time: its wall time less waits (disk, machine)
     own: dict[str, list[float]] = {"compaction": [], "recall": [], "collection": []}
+    importing = -1  # the render whose recall first searched in arrays, importing numpy
     gc.callbacks.append(timed)
     for m in msgs:
         if m["role"] == "assistant":
             folded, collecting[0] = session.folded, 0.0
+            fresh = "numpy" not in sys.modules
             started, started_cpu = time.perf_counter(), time.process_time()
             result = session.render()
             renders.append((time.perf_counter() - started) * 1000)
             cpu.append((time.process_time() - started_cpu) * 1000)
+            if fresh and "numpy" in sys.modules:
+                importing = len(cpu) - 1
             own["collection"].append(collecting[0] * 1000)
             spent = renders[-1] - own["collection"][-1]  # its own part, less collections
             if any(RECALL_KEY in x.metadata for x in result.messages):
@@ -132,6 +138,8 @@ def _turns(msgs: list[Any], budget: int, db: Path) -> dict[str, Any]:
         "median_ms": statistics.median(renders),
         "worst_ms": max(renders),
         "worst_cpu_ms": max(cpu),
+        "import_cpu_ms": cpu[importing] if importing >= 0 else 0.0,
+        "worst_cpu_other_ms": max(c for k, c in enumerate(cpu) if k != importing),
         **{f"worst_{k}_ms": max(v, default=0.0) for k, v in own.items()},
     }
 

@@ -90,6 +90,9 @@ def test_scaling_splits_the_worst_turn_and_reopens_its_session(tmp_path, capsys)
     turns = rows["turns"]
     assert turns["worst_ms"] >= turns["median_ms"] > 0
     assert turns["worst_cpu_ms"] > 0  # the work in a render, beside its wall time
+    # 60 messages never search in arrays: no render imports numpy, none is set aside
+    assert turns["import_cpu_ms"] == 0.0
+    assert turns["worst_cpu_other_ms"] == turns["worst_cpu_ms"]
     assert rows["load"]["cpu"] > 0  # the session the turns built, read back
 
 
