@@ -139,7 +139,7 @@ def _turns(msgs: list[Any], budget: int, db: Path) -> dict[str, Any]:
         "worst_ms": max(renders),
         "worst_cpu_ms": max(cpu),
         "import_cpu_ms": cpu[importing] if importing >= 0 else 0.0,
-        "worst_cpu_other_ms": max(c for k, c in enumerate(cpu) if k != importing),
+        "worst_cpu_other_ms": max((c for k, c in enumerate(cpu) if k != importing), default=0.0),
         **{f"worst_{k}_ms": max(v, default=0.0) for k, v in own.items()},
     }
 

@@ -117,8 +117,9 @@ class Conversation:
         rarity: WordCounts | None = None,
         tokens: Sequence[int] | None = None,
     ) -> Conversation:
-        """Count every message once; ``tokens``: their counts, when the caller knows
-        them already (a session keeps its history's counts)."""
+        """Count every message once; ``tokens``: their counts when the caller knows
+        them already (a session keeps its history's counts), which must be what
+        ``counter.count_message`` gives each."""
         if tokens is not None and len(tokens) != len(messages):
             raise ValueError(f"{len(tokens)} token counts given for {len(messages)} messages")
         counts = [counter.count_message(m) for m in messages] if tokens is None else list(tokens)

@@ -4,6 +4,7 @@ restart in SQLite and Redis, and sessions that never see each other."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import json
 import os
@@ -861,6 +862,42 @@ def test_a_compaction_takes_the_token_counts_the_session_keeps() -> None:
     assert len(hidden) > len(msgs) // 4
     assert all(counted.count(f) == 1 for f in hidden)  # at add, never by a compaction
     assert result.stats.tokens_before == s.counter.count_messages(msgs)
+
+
+@pytest.mark.parametrize("redact", [False, True], ids=["plain", "redacting"])
+def test_every_compaction_is_given_the_counts_its_counter_gives(
+    redact: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Turn by turn, reopened halfway, with tool calls still waiting and secrets
+    masked: each compaction's counts are what the counter gives its inputs."""
+    from ctxfold.contract import Conversation
+
+    made = Conversation.of.__func__  # type: ignore[attr-defined]  # the classmethod's function
+    given: list[tuple[list[int], list[int]]] = []
+
+    def of(cls: type[Conversation], messages: list[Message], **kw: Any) -> Conversation:
+        conv = made(cls, messages, **kw)
+        uncached = [kw["counter"]._count_message(m) for m in messages]
+        given.append((conv.tokens, uncached))
+        return conv
+
+    monkeypatch.setattr(Conversation, "of", classmethod(of))
+    for k, (_, msgs) in enumerate(example_conversations()):
+        msgs = [
+            dataclasses.replace(m, content=f"{m.text} sk-proj-{'A1b2C3d4' * 4}")
+            if i % 3 == 0 and m.text
+            else m
+            for i, m in enumerate(msgs)
+        ]
+        budget = ctxfold.share_budget(msgs, 0.3, COUNTER)
+        store = SQLiteStore(tmp_path / f"{k}.db")
+        s = Session(f"s{k}", budget=budget, store=store, redact=redact)
+        half = len(msgs) // 2
+        _drive(s, msgs[:half], budget)
+        again = Session.load(f"s{k}", store=store, budget=budget, redact=redact)
+        _replay(again, msgs[half:], budget)
+    assert len(given) > 20
+    assert all(tokens == counted for tokens, counted in given)
 
 
 def test_a_conversation_takes_counts_it_is_given_and_refuses_a_wrong_number() -> None:
