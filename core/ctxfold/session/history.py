@@ -126,9 +126,7 @@ class History(Sequence[Message]):
         encodes them, read out of the rows the session's log stored (see
         :class:`Records`)."""
         packed = len(self._packed)
-        rows: list[bytes | Message | None] = [
-            self._packed[k] for k in range(start, min(stop, packed))
-        ]
+        rows: list[bytes | Message | None] = [*self._packed[start : min(stop, packed)]]
         rows += self._rows[max(start - packed, 0) : max(stop - packed, 0)]
         return Records(rows)
 

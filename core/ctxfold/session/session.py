@@ -459,6 +459,7 @@ class Session:
         error: BudgetError | None = None
         whole = self._fold is None and cut == len(history)  # its own word rarity
         rarity = None if whole else WordCounts(len(history), MappingProxyType(self._words))
+        tokens = self._tokens(self._upto(), cut)  # what it takes in: given, then stored
         for target in dict.fromkeys((min(low, room), room)):
             if target <= 0:
                 continue
@@ -471,13 +472,13 @@ class Session:
                     self._fold,
                     cut,
                     target,
-                    self._tokens(self._upto(), cut),
+                    tokens,
                     rarity,
                 )
             except BudgetError as exc:
                 error = exc
                 continue
-            self._log.add_fold(fold, self._counts(self._upto(), fold.upto))
+            self._log.add_fold(fold, Counts(tokens, self._counted_by()))
             self._apply(fold)
             return
         required = (error.required if error else 0) + waiting
