@@ -26,6 +26,7 @@ __all__ = [
     "Flags",
     "ScoreContext",
     "combine",
+    "combined",
     "content_words",
     "elide",
     "features",
@@ -262,17 +263,31 @@ def segment_features(
 
 def combine(f: Features, ctx: ScoreContext) -> float:
     """A segment's score from its features and the conversation's rarity and goal."""
-    info = math.fsum(map(ctx.idf.get, f.content, _ZEROS))  # exact: no set-order drift
-    if not info and not f.signal:
+    return combined(ctx, *f)
+
+
+def combined(
+    ctx: ScoreContext,
+    content: tuple[str, ...],
+    base: float,
+    factor: float,
+    signal: bool,
+    line: str,
+    names: tuple[str, ...] = (),
+) -> float:
+    """:func:`combine` of features given field by field (as columns of many
+    segments' features hold them: no :class:`Features` made for each)."""
+    info = math.fsum(map(ctx.idf.get, content, _ZEROS))  # exact: no set-order drift
+    if not info and not signal:
         return 0.05
-    s = f.base + info / 8.0
-    if f.names:  # names of people, places, things; one on every other line says little
+    s = base + info / 8.0
+    if names:  # names of people, places, things; one on every other line says little
         idf = ctx.idf
-        s += min(sum(min(max(idf.get(w, _RARE) - 1.5, 0.0) / 2.0, 1.0) for w in f.names), 4.0)
+        s += min(sum(min(max(idf.get(w, _RARE) - 1.5, 0.0) / 2.0, 1.0) for w in names), 4.0)
     if ctx.goal:
-        s += 0.8 * len(ctx.goal.intersection(f.content))
-    s *= f.factor
-    if ctx.repeated_later and f.line in ctx.repeated_later:
+        s += 0.8 * len(ctx.goal.intersection(content))
+    s *= factor
+    if ctx.repeated_later and line in ctx.repeated_later:
         s *= 0.1  # the same line is shown again later
     return s
 

@@ -55,11 +55,11 @@ def test_a_note_is_analysed_as_one_text_with_its_lines_intact(analysed: list[str
     note = Message(note.role, f"{head}\n\n   \n{body}", metadata=note.metadata)  # blank lines
     a = Analyzer(Layers(), None)(note, COUNTER.count_message(note))
     assert "".join(piece[0] for piece in a.pieces) == note.text
-    segments = [s for segs in a.segments for s in segs]
-    assert "".join(segments) == note.text
+    assert "".join(a.segments) == note.text
     # every line ends a segment: the plan finds the note's head and speaker tags there
-    assert sum(s.endswith("\n") for s in segments) == note.text.count("\n")
-    assert [len(f) for f in a.features] == [len(s) for s in a.segments]
+    assert sum(s.endswith("\n") for s in a.segments) == note.text.count("\n")
+    assert len(a.features.sizes) == len(a.segments) == sum(a.counts)
+    assert len(a.counts) == len(a.pieces)
     assert note.text not in analysed  # never the whole note at once
     assert len(a.pieces) < note.text.count("\n") // 4  # lines alike joined in pieces
 

@@ -5,9 +5,12 @@ that the next turn re-analyses only new messages."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from functools import partial
+from itertools import accumulate, chain, groupby
+from operator import itemgetter
+from typing import Any, Literal, NamedTuple, TypeVar, cast
 
 from ..._state import LRU, interned, memo
 from ...messages import Message, ToolCall, speaker_tag
@@ -26,6 +29,8 @@ from ...text.scoring import (
     ALL_FLAGS,
     Features,
     Flags,
+    ScoreContext,
+    combined,
     features,
     found_per_piece,
     segment_features,
@@ -33,14 +38,84 @@ from ...text.scoring import (
 )
 from .policy import POLICY
 
-__all__ = ["Analysis", "Analyzer", "PieceRow", "Row", "call_identifiers", "echo_of"]
+__all__ = ["Analysis", "Analyzer", "Columns", "PieceRow", "call_identifiers", "echo_of"]
 
-#: A segment's :class:`Features` as a plain tuple (``Features._make`` reads it back):
-#: the garbage collector stops tracking a plain tuple of strings and numbers, never a
-#: NamedTuple or a dataclass, and the memo holds thousands of messages of dozens of
-#: segments each. A :class:`Piece` is kept as ``PieceRow`` for the same reason.
-Row = tuple[tuple[str, ...], float, float, bool, str, tuple[str, ...]]
+V = TypeVar("V")
+
+#: A :class:`Piece` as a plain tuple (``Piece(*row)`` reads it back).
 PieceRow = tuple[str, bool, Literal["prose", "lines"], float]
+
+
+class Columns(NamedTuple):
+    """Segments' :class:`Features`, as columns of strings and numbers: a memo keeps
+    the columns themselves, flat tuples, which the garbage collector stops tracking
+    in the first collections that see them (see ``Stored``)."""
+
+    content: tuple[str, ...]  # every segment's content words, one segment after another
+    sizes: tuple[int, ...]  # how many each segment has
+    base: tuple[float, ...]
+    factor: tuple[float, ...]
+    signal: tuple[bool, ...]
+    line: tuple[str, ...]
+    names: tuple[str, ...]  # every segment's names, one segment after another
+    named: tuple[int, ...]  # how many each segment has
+
+    @classmethod
+    def of(cls, feats: Sequence[Features]) -> Columns:
+        """The columns of ``feats``, in order."""
+        if not feats:
+            return _NO_COLUMNS
+        content, base, factor, signal, line, names = zip(*feats, strict=True)
+        return cls(
+            tuple(chain.from_iterable(content)),
+            tuple(map(len, content)),
+            base,
+            factor,
+            signal,
+            line,
+            tuple(chain.from_iterable(names)),
+            tuple(map(len, names)),
+        )
+
+    @classmethod
+    def joined(cls, parts: Sequence[Sequence[Any]], at: int = 0) -> Columns:
+        """The columns of ``parts`` (each holding them in order from index ``at``),
+        one part after another."""
+        columns = range(at, at + len(cls._fields))
+        return cls._make(tuple(chain.from_iterable(map(itemgetter(k), parts))) for k in columns)
+
+    def features(self) -> list[Features]:
+        """Each segment's :class:`Features`, in order."""
+        cols = (self.base, self.factor, self.signal, self.line, self.named_in())
+        return list(map(_features, zip(self.words(), *cols, strict=True)))
+
+    def words(self) -> list[tuple[str, ...]]:
+        """Each segment's content words, in order."""
+        return _cut(self.content, self.sizes)
+
+    def named_in(self) -> list[tuple[str, ...]]:
+        """Each segment's names, in order."""
+        return _cut(self.names, self.named) if self.names else [()] * len(self.named)
+
+    def scores(self, ctx: ScoreContext, words: Iterable[tuple[str, ...]]) -> list[float]:
+        """Each segment's :func:`combine` score in ``ctx`` (``words``: :meth:`words`)."""
+        score = partial(combined, ctx)
+        cols = (self.base, self.factor, self.signal, self.line, self.named_in())
+        return list(map(score, words, *cols))
+
+
+_NO_COLUMNS = Columns((), (), (), (), (), (), (), ())
+#: A row of a :class:`Features`' fields as one (``Features._make`` without its Python
+#: call: a compaction reads thousands).
+_features = cast("Callable[[tuple[Any, ...]], Features]", partial(tuple.__new__, Features))
+#: Columns read back from a stored analysis (``Columns._make`` without its Python call).
+_columns = cast("Callable[[tuple[Any, ...]], Columns]", partial(tuple.__new__, Columns))
+
+
+def _cut(flat: tuple[str, ...], sizes: tuple[int, ...]) -> list[tuple[str, ...]]:
+    """``flat`` cut in runs of ``sizes``."""
+    ends = list(accumulate(sizes))
+    return list(map(flat.__getitem__, map(slice, [0, *ends], ends)))
 
 
 @dataclass(frozen=True)
@@ -49,10 +124,11 @@ class Analysis:
 
     tag: str
     pieces: tuple[PieceRow, ...]  # Piece(*row)
-    segments: tuple[tuple[str, ...], ...]
-    features: tuple[tuple[Row, ...], ...]  # each segment's, piece by piece
+    counts: tuple[int, ...]  # how many segments each piece has
+    segments: tuple[str, ...]  # every piece's, one piece after another
+    features: Columns  # the segments'
     calls: tuple[ToolCall, ...]
-    call_features: tuple[Features, ...]
+    call_features: Columns
     reasons: tuple[str, ...]
     cpt: float
     identifiers: tuple[tuple[str, str], ...]
@@ -60,61 +136,83 @@ class Analysis:
     savings: Mapping[str, int]
     words: tuple[str, ...]  # content words (each once), for the conversation's word rarity
 
+    def per_piece(self, flat: Sequence[V]) -> list[Sequence[V]]:
+        """``flat``, one item per segment, cut piece by piece."""
+        ends = list(accumulate(self.counts))
+        return [flat[a:b] for a, b in zip([0, *ends], ends, strict=False)]
 
-#: An :class:`Analysis` as a memo keeps it: its fields, its calls and their features
-#: as rows, its savings as items. Keyed by strings and numbers only (the layers and
-#: adapters as :func:`interned` numbers), a memo's thousands of entries are nothing
-#: the garbage collector walks once it has seen them (a long session's full
-#: collections spent half their time in them): it stops tracking a plain tuple of
-#: untracked items, one level of nesting per full collection. (Marshalled bytes would
-#: be untracked at once, but reading one back costs ten times as much.)
+
+#: An :class:`Analysis` as a memo keeps it: a tuple of strings, numbers and flat
+#: tuples of them, nothing nested deeper (its pieces, calls, identifiers and savings
+#: flattened, its features spliced in as columns), keyed by strings and numbers
+#: only (the layers and adapters as :func:`interned` numbers). The garbage collector
+#: stops tracking a plain tuple of untracked items, one level of nesting per
+#: collection that sees it, inner tuples first: two levels are untracked by the
+#: collections of the young generations, so a memo's thousands of entries never
+#: reach the oldest one, whose full collections (the pauses a long session feels)
+#: they would otherwise lengthen and make more frequent. (Marshalled bytes would be
+#: untracked at once, but reading one back costs twenty times as much.)
 Stored = tuple[Any, ...]
 
 _ANALYSES: LRU[Stored] = memo(5_000)
 #: A note's lines, analysed one by one (see :meth:`Analyzer._note`): two notes' worth.
 _LINES: LRU[Stored] = memo(8_000)
 
+_COLUMNS = len(Columns._fields)
+#: Where a stored analysis keeps each field (its features' and its calls' features'
+#: columns spliced in at ``_FEATURES`` and ``_CALL_FEATURES``).
+_TAG, _PIECES, _COUNTS, _SEGMENTS, _FEATURES = range(5)
+_CALLS = _FEATURES + _COLUMNS
+_CALL_FEATURES = _CALLS + 1
+_REASONS = _CALL_FEATURES + _COLUMNS
+_CPT, _IDENTIFIERS, _ECHO, _SAVED, _WORDS = range(_REASONS + 1, _REASONS + 6)
+
 
 def _stored(a: Analysis) -> Stored:
-    calls = tuple((c.id, c.name, c.arguments, c.type) for c in a.calls)
-    call_rows = tuple(map(_row, a.call_features))
-    savings = tuple(a.savings.items())
     return (
         a.tag,
-        a.pieces,
+        tuple(chain.from_iterable(a.pieces)),
+        a.counts,
         a.segments,
-        a.features,
-        calls,
-        call_rows,
+        *a.features,
+        tuple(x for c in a.calls for x in (c.id, c.name, c.arguments, c.type)),
+        *a.call_features,
         a.reasons,
         a.cpt,
-        a.identifiers,
+        tuple(chain.from_iterable(a.identifiers)),
         a.echo,
-        savings,
+        tuple(chain.from_iterable(a.savings.items())),
         a.words,
     )
 
 
-#: Where a stored analysis keeps the fields a note's lines are read for.
-_PIECES, _SEGMENTS, _FEATURES, _REASONS, _IDENTIFIERS, _SAVED, _WORDS = 1, 2, 3, 6, 8, 10, 11
-
-
 def _restored(row: Stored) -> Analysis:
-    tag, pieces, segments, feats, calls, call_rows, reasons, cpt, ids, echo, saved, words = row
+    calls = iter(row[_CALLS])
     return Analysis(
-        tag,
-        pieces,
-        segments,
-        feats,
-        tuple(ToolCall(*c) for c in calls),
-        tuple(map(Features._make, call_rows)),
-        reasons,
-        cpt,
-        ids,
-        echo,
-        dict(saved),
-        words,
+        row[_TAG],
+        _pieces(row),
+        row[_COUNTS],
+        row[_SEGMENTS],
+        _columns(row[_FEATURES:_CALLS]),
+        tuple(ToolCall(*c) for c in zip(calls, calls, calls, calls, strict=True)),
+        _columns(row[_CALL_FEATURES:_REASONS]),
+        row[_REASONS],
+        row[_CPT],
+        _pairs(row[_IDENTIFIERS]),
+        row[_ECHO],
+        dict(_pairs(row[_SAVED])),
+        row[_WORDS],
     )
+
+
+def _pieces(row: Stored) -> tuple[PieceRow, ...]:
+    flat = iter(row[_PIECES])
+    return tuple(zip(flat, flat, flat, flat, strict=True))
+
+
+def _pairs(flat: Iterable[Any]) -> tuple[tuple[Any, Any], ...]:
+    items = iter(flat)
+    return tuple(zip(items, items, strict=True))
 
 
 class Analyzer:
@@ -156,21 +254,21 @@ class Analyzer:
         draft.apply_layers(self.layers, m.role)
         pieces = self._pieces(draft)
         segments, feats = _segments(pieces, draft)
-        echo = echo_of(m.role)
-        words = tuple(set().union(*(f.content for fs in feats for f in fs)))
+        every = list(chain.from_iterable(feats))
         return Analysis(
             speaker_tag(m),
             tuple((p.text, p.keep, p.mode, p.weight) for p in pieces),
-            tuple(segments),
-            tuple(tuple(_row(f) for f in fs) for fs in feats),
+            tuple(map(len, segments)),
+            tuple(chain.from_iterable(segments)),
+            Columns.of(every),
             calls,
-            tuple(features(t[: POLICY.call_scan_chars]) for t in call_texts),
+            Columns.of([features(t[: POLICY.call_scan_chars]) for t in call_texts]),
             tuple(draft.reasons),
             draft.cpt,
             tuple(draft.identifiers),
-            echo,
+            echo_of(m.role),
             dict(draft.savings),
-            words,
+            tuple(set().union(*(f.content for f in every))),
         )
 
     def _note(self, m: Message, tok: int) -> Analysis:
@@ -184,20 +282,21 @@ class Analyzer:
         rows = [plain._line(line, m.role) for line in m.text.splitlines(keepends=True)]
         cpt = max(max(len(m.text), 1) / max(tok - 3, 1), 1.0)
         saved: Counter[str] = Counter()
-        for row in rows:
-            for kind, chars in row[_SAVED]:  # in characters: see _line
+        for flat in filter(None, map(itemgetter(_SAVED), rows)):  # most lines save none
+            for kind, chars in _pairs(flat):  # in characters: see _line
                 saved[kind] += chars
-        pieces, segments, features = _joined(rows)
+        pieces, counts = _joined_pieces(rows)
         return Analysis(
             speaker_tag(m),
             pieces,
-            segments,
-            features,
+            counts,
+            tuple(chain.from_iterable(row[_SEGMENTS] for row in rows)),
+            Columns.joined(rows, _FEATURES),
             (),
-            (),
+            Columns.of(()),
             tuple(dict.fromkeys(r for row in rows for r in row[_REASONS])),
             cpt,
-            tuple(x for row in rows for x in row[_IDENTIFIERS]),
+            _pairs(chain.from_iterable(map(itemgetter(_IDENTIFIERS), rows))),
             echo_of(m.role),
             {k: round(v / cpt) for k, v in saved.items()},
             tuple(set().union(*(row[_WORDS] for row in rows))),
@@ -219,20 +318,21 @@ class Analyzer:
         body = line.rstrip("\n")
         a = self._analyse(Message(role, body), len(body) + 3)
         end = line[len(body) :]
-        if end and a.segments and a.segments[-1]:
+        if end and a.counts and a.counts[-1]:
             *rows, last = a.pieces
-            *segs, tail = a.segments
             a = replace(
                 a,
                 pieces=(*rows, (last[0] + end, *last[1:])),
-                segments=(*segs, (*tail[:-1], tail[-1] + end)),
+                segments=(*a.segments[:-1], a.segments[-1] + end),
             )
         elif end:  # no segment to end the line (a blank one): the break alone is one
+            blank = Columns.of(segment_features([end], []))
             a = replace(
                 a,
                 pieces=(*a.pieces, (end, False, "prose", 1.0)),
-                segments=(*a.segments, (end,)),
-                features=(*a.features, (_row(segment_features([end], [])[0]),)),
+                counts=(*a.counts, 1),
+                segments=(*a.segments, end),
+                features=Columns.joined([a.features, blank]),
             )
         return a
 
@@ -253,41 +353,29 @@ class Analyzer:
         return pieces
 
 
-def _joined(
+def _joined_pieces(
     lines: Sequence[Stored],
-) -> tuple[tuple[PieceRow, ...], tuple[tuple[str, ...], ...], tuple[tuple[Row, ...], ...]]:
-    """The pieces, segments and features of lines analysed one by one (as the memo
-    keeps them), as one text's: a run of pieces alike (kept or not, mode, weight) is
-    one piece, so a note of a thousand lines is a few pieces, as when it was analysed
-    whole."""
-    texts: list[list[str]] = []
-    kinds: list[tuple[bool, Literal["prose", "lines"], float]] = []
-    segments: list[list[str]] = []
-    features: list[list[Row]] = []
-    for line in lines:
-        for (text, keep, mode, weight), segs, rows in zip(
-            line[_PIECES], line[_SEGMENTS], line[_FEATURES], strict=True
-        ):
-            if not kinds or kinds[-1] != (keep, mode, weight):
-                texts.append([])
-                kinds.append((keep, mode, weight))
-                segments.append([])
-                features.append([])
-            texts[-1].append(text)
-            segments[-1] += segs
-            features[-1] += rows
-    pieces = tuple(("".join(t), *kind) for t, kind in zip(texts, kinds, strict=True))
-    return pieces, tuple(map(tuple, segments)), tuple(map(tuple, features))
+) -> tuple[tuple[PieceRow, ...], tuple[int, ...]]:
+    """The pieces of lines analysed one by one (as the memo keeps them) as one text's,
+    and how many segments each has: a run of pieces alike (kept or not, mode, weight)
+    is one piece, so a note of a thousand lines is a few pieces, as when it was
+    analysed whole."""
+    flat = tuple(chain.from_iterable(map(itemgetter(_PIECES), lines)))
+    sizes = chain.from_iterable(map(itemgetter(_COUNTS), lines))
+    kinds = zip(flat[1::4], flat[2::4], flat[3::4], strict=True)
+    pieces: list[PieceRow] = []
+    counts: list[int] = []
+    for kind, run in groupby(zip(kinds, flat[0::4], sizes, strict=True), itemgetter(0)):
+        items = list(run)
+        pieces.append(("".join(map(itemgetter(1), items)), *kind))
+        counts.append(sum(map(itemgetter(2), items)))
+    return tuple(pieces), tuple(counts)
 
 
 def echo_of(role: str) -> float:
     """How much a mention of an identifier in a message of ``role`` counts: ids people
     (and the agent) repeat matter more than ids in tool output."""
     return 1.0 if role == "tool" else POLICY.people_echo
-
-
-def _row(f: Features) -> Row:
-    return (f.content, f.base, f.factor, f.signal, f.line, f.names)
 
 
 def _calls(

@@ -14,7 +14,7 @@ from ...messages import Message, ToolCall
 from ...result import NOTE_HEAD
 from ...text.adapters import Piece
 from ...text.primitives import KIND_WEIGHT, TokenSet
-from ...text.scoring import Features, ScoreContext, combine
+from ...text.scoring import ScoreContext, combine
 from .analysis import Analysis
 from .policy import POLICY
 
@@ -75,21 +75,22 @@ def make_plan(a: Analysis, i: int, ctx: ScoreContext, *, note: bool = False) -> 
     """How message ``i`` (analysed as ``a``) can be shown, scored for this conversation;
     a ``note`` folded again offers its content, not its furniture (see
     :func:`_furniture`)."""
-    feats = [[Features._make(row) for row in rows] for rows in a.features]
-    scores = [[combine(f, ctx) for f in fs] for fs in feats]
+    words = a.features.words()
+    segments = a.per_piece(a.segments)
+    scores = [list(row) for row in a.per_piece(a.features.scores(ctx, words))]
     if note:
-        for segs, row in zip(a.segments, scores, strict=True):
+        for segs, row in zip(segments, scores, strict=True):
             for si in _furniture(segs):
                 row[si] = 0.0
-    call_scores = [combine(f, ctx) + POLICY.call_bonus for f in a.call_features]
+    call_scores = [combine(f, ctx) + POLICY.call_bonus for f in a.call_features.features()]
     return Plan(
         i,
         a.tag,
         [Piece(*row) for row in a.pieces],
-        a.segments,
+        segments,
         scores,
-        [[f.content for f in fs] for fs in feats],
-        [[False] * len(x) for x in a.segments],
+        a.per_piece(words),
+        [[False] * n for n in a.counts],
         a.calls,
         call_scores,
         [False] * len(a.calls),
