@@ -103,24 +103,36 @@ def test_threads_sharing_a_table_lose_nothing_but_old_entries() -> None:
 
 
 def test_the_memos_a_compression_and_a_session_fill_are_not_walked() -> None:
-    """Every memo table holds strings, numbers and tuples of them only, so once
-    full collections have looked at it the collector stops tracking it (until a new
-    entry comes): a long-running process pays nothing for its memos in each one."""
+    """Every memo table holds strings, numbers and tuples of them at most two deep,
+    so the collections of the two young generations stop tracking each entry: none
+    reaches the oldest generation, whose full collections are a long-running
+    process's pauses, and once a full collection has looked at a table it is not
+    walked at all (until a new entry comes)."""
     ctxfold.clear_caches()
-    for _, msgs in example_conversations():
-        budget = ctxfold.share_budget(msgs, 0.25, ctxfold.get_counter("o200k_base"))
-        ctxfold.compress(msgs, budget=budget)
-        session = Session(budget=budget, recall_share=0.3)  # recall on, agent run or not
-        session.add(msgs)
-        session.render(query=msgs[-1].text[:200] or "what was decided?")
-    for _ in range(6):  # a collection untracks one level of nested tuples at least
-        gc.collect()
-    tables = [c.__self__ for c in _state._clearers if isinstance(getattr(c, "__self__", None), LRU)]
-    assert len(tables) >= 6
-    filled = [t for t in tables if len(t)]
-    assert len(filled) >= 5
-    walked = [t for t in filled if gc.is_tracked(t._data)]
-    assert not walked, [next(iter(t._data.items())) for t in walked]
+    gc.collect()
+    gc.disable()  # every entry is made in the youngest generation, as a call makes it
+    try:
+        for _, msgs in example_conversations():
+            budget = ctxfold.share_budget(msgs, 0.25, ctxfold.get_counter("o200k_base"))
+            ctxfold.compress(msgs, budget=budget)
+            session = Session(budget=budget, recall_share=0.3)  # recall on, agent run or not
+            session.add(msgs)
+            session.render(query=msgs[-1].text[:200] or "what was decided?")
+        tables = [
+            c.__self__ for c in _state._clearers if isinstance(getattr(c, "__self__", None), LRU)
+        ]
+        assert len(tables) >= 6
+        filled = [t for t in tables if len(t)]
+        assert len(filled) >= 5
+        gc.collect(0)
+        gc.collect(1)
+        deep = [(k, v) for t in filled for k, v in t._data.items() if gc.is_tracked(v)]
+        assert not deep, deep[:3]
+        assert not [k for t in filled for k in t._data if gc.is_tracked(k)]
+    finally:
+        gc.enable()
+    gc.collect()
+    assert not [t for t in filled if gc.is_tracked(t._data)]
 
 
 def test_a_call_runs_with_the_collector_paused_and_restores_it() -> None:

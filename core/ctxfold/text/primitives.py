@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from collections.abc import Iterator
-from itertools import accumulate, compress
+from itertools import accumulate, chain, compress
 from operator import itemgetter
 from typing import Any
 
@@ -220,18 +220,20 @@ def _placed(text: str, words: list[str], facts: list[_Word]) -> Iterator[tuple[s
     at = 0
     for word, found in compress(zip(words, ids, strict=True), ids):
         at = _place(text, word, at)
-        for kind, value, start, end in found:
+        flat = iter(found)
+        for kind, value, start, end in zip(flat, flat, flat, flat, strict=True):
             yield kind, value, at + start, at + end
         at += len(word)
 
 
 #: What one whitespace-separated word holds, found once per process: its identifiers
-#: (offsets within the word; most words hold none), and whether it holds part of a
-#: credential's marker (:func:`.secrets.marked`: a text none of whose words does holds
-#: no credential). A plain tuple, read by ``_IDENTIFIERS`` and ``_MARKED``: the
-#: collector stops tracking a tuple of atoms, not a named tuple, so a memo of them is
-#: not walked in every full collection.
-_Word = tuple[tuple[tuple[str, str, int, int], ...], bool]
+#: (``kind, value, start, end`` one after another, offsets within the word; most words
+#: hold none), and whether it holds part of a credential's marker
+#: (:func:`.secrets.marked`: a text none of whose words does holds no credential). A
+#: plain tuple two deep, read by ``_IDENTIFIERS`` and ``_MARKED``: the collections of
+#: the young generations stop tracking it, so a memo of them is not walked in every
+#: full collection.
+_Word = tuple[tuple[str | int, ...], bool]
 _PLAIN: _Word = ((), False)  # most words: one shared record
 _IDENTIFIERS, _MARKED = itemgetter(0), itemgetter(1)
 _WORDS: LRU[_Word] = memo(1 << 16)
@@ -257,7 +259,7 @@ def _scan_words(words: list[str]) -> list[_Word]:
         k = bisect_right(starts, start) - 1
         out[k].append((kind, value, start - starts[k], end - starts[k]))
     return [
-        (tuple(ids), mark) if ids or mark else _PLAIN
+        (tuple(chain.from_iterable(ids)), mark) if ids or mark else _PLAIN
         for ids, mark in zip(out, marked(words), strict=True)
     ]
 
