@@ -187,32 +187,28 @@ def _stored(a: Analysis) -> Stored:
 
 
 def _restored(row: Stored) -> Analysis:
-    calls = iter(row[_CALLS])
     return Analysis(
         row[_TAG],
-        _pieces(row),
+        _rows(row[_PIECES], 4),
         row[_COUNTS],
         row[_SEGMENTS],
         _columns(row[_FEATURES:_CALLS]),
-        tuple(ToolCall(*c) for c in zip(calls, calls, calls, calls, strict=True)),
+        tuple(ToolCall(*c) for c in _rows(row[_CALLS], 4)),
         _columns(row[_CALL_FEATURES:_REASONS]),
         row[_REASONS],
         row[_CPT],
-        _pairs(row[_IDENTIFIERS]),
+        _rows(row[_IDENTIFIERS], 2),
         row[_ECHO],
-        dict(_pairs(row[_SAVED])),
+        dict(_rows(row[_SAVED], 2)),
         row[_WORDS],
     )
 
 
-def _pieces(row: Stored) -> tuple[PieceRow, ...]:
-    flat = iter(row[_PIECES])
-    return tuple(zip(flat, flat, flat, flat, strict=True))
-
-
-def _pairs(flat: Iterable[Any]) -> tuple[tuple[Any, Any], ...]:
+def _rows(flat: Iterable[Any], width: int) -> tuple[Any, ...]:
+    """``flat``'s items in rows of ``width``: a flattened part of a stored analysis
+    (pieces, calls, pairs) back."""
     items = iter(flat)
-    return tuple(zip(items, items, strict=True))
+    return tuple(zip(*[items] * width, strict=True))
 
 
 class Analyzer:
@@ -283,7 +279,7 @@ class Analyzer:
         cpt = max(max(len(m.text), 1) / max(tok - 3, 1), 1.0)
         saved: Counter[str] = Counter()
         for flat in filter(None, map(itemgetter(_SAVED), rows)):  # most lines save none
-            for kind, chars in _pairs(flat):  # in characters: see _line
+            for kind, chars in _rows(flat, 2):  # in characters: see _line
                 saved[kind] += chars
         pieces, counts = _joined_pieces(rows)
         return Analysis(
@@ -296,7 +292,7 @@ class Analyzer:
             Columns.of(()),
             tuple(dict.fromkeys(r for row in rows for r in row[_REASONS])),
             cpt,
-            _pairs(chain.from_iterable(map(itemgetter(_IDENTIFIERS), rows))),
+            _rows(chain.from_iterable(map(itemgetter(_IDENTIFIERS), rows)), 2),
             echo_of(m.role),
             {k: round(v / cpt) for k, v in saved.items()},
             tuple(set().union(*(row[_WORDS] for row in rows))),
