@@ -157,6 +157,10 @@ Stored = tuple[Any, ...]
 _ANALYSES: LRU[Stored] = memo(5_000)
 #: A note's lines, analysed one by one (see :meth:`Analyzer._note`): two notes' worth.
 _LINES: LRU[Stored] = memo(8_000)
+#: Long notes, joined from their lines: a note is read by the work ahead after the
+#: compaction that wrote it and by the next compaction, never again (the next note
+#: replaces it), so a few are kept apart, not thousands of messages' worth of them.
+_NOTES: LRU[Stored] = memo(16)
 
 _COLUMNS = len(Columns._fields)
 #: Where a stored analysis keeps each field (its features' and its calls' features'
@@ -222,12 +226,13 @@ class Analyzer:
     def __call__(self, m: Message, tok: int) -> Analysis:
         """What does not depend on the rest of the conversation, cached by content."""
         key = (m.fingerprint, tok, self._config())
-        stored = _ANALYSES.get(key)
+        lines = tok >= POLICY.note_lines_from and isinstance(m.content, str) and is_note(m)
+        table = _NOTES if lines else _ANALYSES
+        stored = table.get(key)
         if stored is not None:
             return _restored(stored)
-        lines = tok >= POLICY.note_lines_from and isinstance(m.content, str) and is_note(m)
         made = self._note(m, tok) if lines else self._analyse(m, tok)
-        _ANALYSES.put(key, _stored(made))
+        table.put(key, _stored(made))
         return made
 
     def _config(self) -> int:
