@@ -220,9 +220,13 @@ def _placed(text: str, words: list[str], facts: list[_Word]) -> Iterator[tuple[s
     at = 0
     for word, found in compress(zip(words, ids, strict=True), ids):
         at = _place(text, word, at)
-        flat = iter(found)
-        for kind, value, start, end in zip(flat, flat, flat, flat, strict=True):
+        if len(found) == 4:  # most words hold one
+            kind, value, start, end = found
             yield kind, value, at + start, at + end
+        else:
+            flat = iter(found)
+            for kind, value, start, end in zip(flat, flat, flat, flat, strict=True):
+                yield kind, value, at + start, at + end
         at += len(word)
 
 

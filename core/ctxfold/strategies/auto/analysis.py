@@ -284,7 +284,8 @@ class Analyzer:
         cpt = max(max(len(m.text), 1) / max(tok - 3, 1), 1.0)
         saved: Counter[str] = Counter()
         for flat in filter(None, map(itemgetter(_SAVED), rows)):  # most lines save none
-            for kind, chars in _rows(flat, 2):  # in characters: see _line
+            items = iter(flat)
+            for kind, chars in zip(items, items, strict=True):  # in characters: see _line
                 saved[kind] += chars
         pieces, counts = _joined_pieces(rows)
         return Analysis(
