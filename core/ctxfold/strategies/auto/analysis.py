@@ -112,8 +112,8 @@ _features = cast("Callable[[tuple[Any, ...]], Features]", partial(tuple.__new__,
 _columns = cast("Callable[[tuple[Any, ...]], Columns]", partial(tuple.__new__, Columns))
 
 
-def _cut(flat: tuple[str, ...], sizes: tuple[int, ...]) -> list[tuple[str, ...]]:
-    """``flat`` cut in runs of ``sizes``."""
+def _cut(flat: Sequence[V], sizes: Sequence[int]) -> list[Any]:
+    """``flat`` cut in runs of ``sizes`` (slices of it: tuples of a tuple)."""
     ends = list(accumulate(sizes))
     return list(map(flat.__getitem__, map(slice, [0, *ends], ends)))
 
@@ -138,8 +138,7 @@ class Analysis:
 
     def per_piece(self, flat: Sequence[V]) -> list[Sequence[V]]:
         """``flat``, one item per segment, cut piece by piece."""
-        ends = list(accumulate(self.counts))
-        return [flat[a:b] for a, b in zip([0, *ends], ends, strict=False)]
+        return _cut(flat, self.counts)
 
 
 #: An :class:`Analysis` as a memo keeps it: a tuple of strings, numbers and flat
