@@ -14,7 +14,10 @@ from ctxfold import Message, get_counter
 from ctxfold.result import is_note
 from ctxfold.strategies.auto import analysis
 from ctxfold.strategies.auto.analysis import Analyzer
+from ctxfold.strategies.auto.assemble import condensed
+from ctxfold.strategies.auto.plan import Plan
 from ctxfold.strategies.auto.policy import POLICY
+from ctxfold.text.adapters import Piece
 from ctxfold.text.layers import Layers
 from tests.conftest import example_conversations
 
@@ -112,3 +115,40 @@ def test_a_note_read_line_by_line_finds_what_its_lines_hold(
     cpt = max(len(note.text) / (tok - 3), 1.0)
     assert made.savings == {kind: round(n / cpt) for kind, n in chars.items()}
     assert made.identifiers and made.words
+
+
+def test_a_note_folded_again_keeps_each_chosen_lines_speaker() -> None:
+    """A line whose first segment (its speaker's tag) is left out keeps the tag; a
+    line that shows its first segment shows the tag already; lines with nothing
+    chosen, and pieces with nothing chosen, are left out."""
+    segs = [
+        [
+            "user: Hello there. ",
+            "The build failed on CI.\n",
+            "assistant: Fixed it. ",
+            "Tests pass.",
+        ],
+        ["user: Thanks!\n"],
+        ["tool result (bash): exit 0\n", "assistant: Next, the docs. ", "Done by Friday."],
+    ]
+    chosen = [[False, True, True, False], [False], [False, False, True]]
+    plan = Plan(
+        index=0,
+        tag="user",
+        pieces=[Piece("".join(s), keep=False) for s in segs],
+        segments=segs,
+        scores=[[1.0] * len(s) for s in segs],
+        words=[[()] * len(s) for s in segs],
+        chosen=chosen,
+        calls=(),
+        call_scores=[],
+        call_chosen=[],
+        reasons=[],
+        cpt=4.0,
+        note=True,
+    )
+    assert condensed(plan).split("\n") == [
+        "user: The build failed on CI.",
+        "assistant: Fixed it.",
+        "assistant: Done by Friday.",
+    ]

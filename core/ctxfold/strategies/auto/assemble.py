@@ -122,21 +122,26 @@ def _condensed_note(p: Plan) -> str:
     tag (kept when the line's first segment, which holds it, is left out)."""
     lines: list[str] = []
     for segs, chosen in zip(p.segments, p.chosen, strict=True):
+        if not any(chosen):
+            continue  # most of a long note's lines
         kept: list[str] = []
-        tag, line_start = "", True
-        for seg, ok in zip(segs, chosen, strict=True):
-            if line_start:
-                found = SPEAKER_TAG.match(seg)
-                tag = found.group(0) if found and not ok else ""
-            if ok:
+        head = 0  # the line's first segment
+        for si, seg in enumerate(segs):
+            if chosen[si]:
                 kept.append(seg.strip())
-            line_start = seg.endswith("\n")
-            if line_start and kept:
-                lines.append(tag + " ".join(kept))
-                kept = []
-        if kept:
-            lines.append(tag + " ".join(kept))
+            if seg.endswith("\n") or si == len(segs) - 1:
+                if kept:
+                    lines.append(_speaker(segs[head], chosen[head]) + " ".join(kept))
+                    kept = []
+                head = si + 1
     return "\n".join(lines)
+
+
+def _speaker(first: str, shown: bool) -> str:
+    """The speaker's tag a condensed line needs: the one its ``first`` segment begins
+    with, unless that segment is ``shown`` and holds it."""
+    found = None if shown else SPEAKER_TAG.match(first)
+    return found.group(0) if found else ""
 
 
 def condensed(p: Plan) -> str:

@@ -6,8 +6,13 @@ valuable picks when the exact count is over."""
 from __future__ import annotations
 
 import heapq
+import math
+from collections.abc import Callable
 from enum import IntEnum
-from typing import NamedTuple
+from functools import partial
+from itertools import accumulate
+from operator import itemgetter
+from typing import Any, NamedTuple, cast
 
 from ...text.scoring import FILLER
 from .plan import Plan, id_cost, id_value
@@ -37,11 +42,18 @@ class Item(NamedTuple):
     words: tuple[str, ...] = ()  # a prose sentence's content words
 
 
+#: An :class:`Item` from a tuple of its fields (without ``Item``'s Python call: a
+#: compaction makes thousands).
+_item = cast("Callable[[tuple[Any, ...]], Item]", partial(tuple.__new__, Item))
+
+
 class Selection(NamedTuple):
-    """What can be chosen, best first, and the identifiers' choices (by pool index)."""
+    """What can be chosen, best first, the identifiers' choices (by pool index), and
+    the cheapest cost from each item on (``floor[j]``: no item from ``j`` costs less)."""
 
     items: list[Item]
     chosen_ids: list[bool]
+    floor: list[float]
 
 
 def items(
@@ -53,39 +65,35 @@ def items(
 ) -> Selection:
     """Every identifier of the pool, sentence, line and tool call, ranked by value per
     token (newer and task content worth a little more; filler never)."""
-    out: list[Item] = []
-    order = 0
-    for k, (ident, weight) in enumerate(pool):
-        out.append(Item(-id_value(ident, weight), order, id_cost(ident), Slot.IDENTIFIER, 0, k))
-        order += 1
+    out = [
+        _item((-id_value(ident, weight), k, id_cost(ident), Slot.IDENTIFIER, 0, k, _NO_WORDS))
+        for k, (ident, weight) in enumerate(pool)
+    ]
     for i in old_idx:
-        p = plans[i]
         recency = POLICY.recency_floor + POLICY.recency_span * (i / max(n, 1))
-        boost = recency * (POLICY.task_boost if i == first_user else 1.0)
-        for pi, segs in enumerate(p.segments):
-            for si, seg in enumerate(segs):
-                cost = len(seg) / p.cpt
-                if p.scores[pi][si] < FILLER:
-                    continue  # greetings and filler are never worth a token
-                value = p.scores[pi][si] * boost
-                words = p.words[pi][si] if p.pieces[pi].mode == "prose" else _NO_WORDS
-                out.append(Item(-value / max(cost, POLICY.min_cost), order, cost, i, pi, si, words))
-                order += 1
-        for ci, call_score in enumerate(p.call_scores):
-            cost = (len(p.calls[ci].name) + len(p.calls[ci].arguments) + 4) / p.cpt
-            out.append(
-                Item(
-                    -call_score * boost / max(cost, POLICY.min_cost),
-                    order,
-                    cost,
-                    i,
-                    Slot.CALL,
-                    ci,
-                )
-            )
-            order += 1
+        _offer(out, i, plans[i], recency * (POLICY.task_boost if i == first_user else 1.0))
     out.sort()
-    return Selection(out, [False] * len(pool))
+    floor = list(accumulate(map(itemgetter(2), reversed(out)), min, initial=math.inf))
+    return Selection(out, [False] * len(pool), floor[::-1])
+
+
+def _offer(out: list[Item], i: int, p: Plan, boost: float) -> None:
+    """Append what message ``i``'s plan ``p`` offers, its value scaled by ``boost`` (an
+    item's order is its place in ``out``)."""
+    cpt, min_cost = p.cpt, POLICY.min_cost
+    for pi, (segs, scores) in enumerate(zip(p.segments, p.scores, strict=True)):
+        words = p.words[pi] if p.pieces[pi].mode == "prose" else None
+        for si, score in enumerate(scores):
+            if score < FILLER:
+                continue  # greetings and filler are never worth a token
+            cost = len(segs[si]) / cpt
+            priority = -(score * boost) / max(cost, min_cost)
+            said = _NO_WORDS if words is None else words[si]
+            out.append(_item((priority, len(out), cost, i, pi, si, said)))
+    for ci, (call, call_score) in enumerate(zip(p.calls, p.call_scores, strict=True)):
+        cost = (len(call.name) + len(call.arguments) + 4) / cpt
+        priority = -call_score * boost / max(cost, min_cost)
+        out.append(_item((priority, len(out), cost, i, Slot.CALL, ci, _NO_WORDS)))
 
 
 def _covered(plans: dict[int, Plan]) -> tuple[set[int], set[str]]:
@@ -109,49 +117,55 @@ def select(
 ) -> None:
     """Greedy by value per token, with a discount for sentences whose words are
     already covered (lazily re-ranked), so the note says more different things. With
-    ``top_up``, what is chosen already counts as said."""
-    its, chosen_ids = sel.items, sel.chosen_ids
+    ``top_up``, what is chosen already counts as said. The room only shrinks, so an
+    item that costs more than it is passed over for good, and the walk ends where
+    nothing further fits."""
+    its, chosen_ids, floor = sel.items, sel.chosen_ids, sel.floor
     tagged, covered = _covered(plans) if top_up else (set(), set())
+    redundancy, tag_cost = POLICY.redundancy, POLICY.tag_cost
+    identifier, call = Slot.IDENTIFIER, Slot.CALL
     # Walk the sorted items; a discounted item waits in a small heap of deferred ones
-    # and comes back when it is again the best on offer.
+    # and comes back when it is again the best on offer (a deferred entry and an item
+    # compare by priority, then by their distinct orders).
     deferred: list[tuple[float, int, int]] = []
-    j = 0
-    while j < len(its) or deferred:
-        if deferred and (j >= len(its) or deferred[0][:2] < its[j][:2]):
+    j, end = 0, len(its)
+    while j < end or deferred:
+        if floor[j] > room:
+            j = end  # nothing further on the list fits: only the deferred are left
+            if not deferred:
+                break
+        if deferred and (j == end or deferred[0] < its[j]):
             priority, _, k = heapq.heappop(deferred)
             rescored = True
         else:
-            k = j
-            priority = its[j].priority
-            rescored = False
+            k, rescored = j, False
+            priority = its[j][0]
             j += 1
-        it = its[k]
-        if it.plan == Slot.IDENTIFIER:
-            if not chosen_ids[it.seg] and it.cost <= min(room, id_cap):
-                chosen_ids[it.seg] = True
-                room -= it.cost
-                id_cap -= it.cost
+        _, order, cost, plan, piece, seg, words = its[k]
+        if cost > room:
+            continue  # nor will it later
+        if plan == identifier:
+            if not chosen_ids[seg] and cost <= id_cap:
+                chosen_ids[seg] = True
+                room -= cost
+                id_cap -= cost
             continue
-        p = plans[it.plan]
-        if p.call_chosen[it.seg] if it.piece == Slot.CALL else p.chosen[it.piece][it.seg]:
+        p = plans[plan]
+        flags = p.call_chosen if piece == call else p.chosen[piece]
+        if flags[seg]:
             continue
-        words = it.words
         if words and not rescored:
             overlap = len(covered.intersection(words)) / len(words)
             if overlap:
-                discounted = priority * (1.0 - POLICY.redundancy * overlap)
-                heapq.heappush(deferred, (discounted, it.order, k))
+                heapq.heappush(deferred, (priority * (1.0 - redundancy * overlap), order, k))
                 continue
-        add = it.cost + (0.0 if it.plan in tagged else POLICY.tag_cost)
+        add = cost + (0.0 if plan in tagged else tag_cost)
         if add > room:
             continue
         room -= add
-        tagged.add(it.plan)
+        tagged.add(plan)
         covered.update(words)
-        if it.piece == Slot.CALL:
-            p.call_chosen[it.seg] = True
-        else:
-            p.chosen[it.piece][it.seg] = True
+        flags[seg] = True
 
 
 def trim(sel: Selection, plans: dict[int, Plan], excess: float) -> bool:
