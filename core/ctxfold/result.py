@@ -17,6 +17,7 @@ __all__ = [
     "FOLDED",
     "NOTE_HEAD",
     "NOTE_KEY",
+    "NOTE_MARK",
     "RECALL_END",
     "RECALL_HEAD",
     "RECALL_KEY",
@@ -55,8 +56,10 @@ def note_message(role: str, kind: str, what: str, body: str, **meta: Any) -> Mes
     return Message(role, text, metadata={NOTE_KEY: {"kind": kind, "what": what, **meta}})
 
 
+#: What every note's first line begins with (a cheap test before :data:`NOTE_HEAD`).
+NOTE_MARK = "[ctxfold"
 #: The start of a note's first line, with or without a reversible round's id.
-NOTE_HEAD = re.compile(r"\[ctxfold(?: round [0-9a-f]{10,64})?[:\]]")
+NOTE_HEAD = re.compile(re.escape(NOTE_MARK) + r"(?: round [0-9a-f]{10,64})?[:\]]")
 
 
 def is_note(m: Message) -> bool:

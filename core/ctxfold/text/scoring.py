@@ -6,7 +6,7 @@ import itertools
 import math
 import re
 from collections import Counter
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -25,8 +25,9 @@ __all__ = [
     "Features",
     "Flags",
     "ScoreContext",
+    "column_scores",
     "combine",
-    "combined",
+    "combine_all",
     "content_words",
     "elide",
     "features",
@@ -263,33 +264,43 @@ def segment_features(
 
 def combine(f: Features, ctx: ScoreContext) -> float:
     """A segment's score from its features and the conversation's rarity and goal."""
-    return combined(ctx, *f)
+    return combine_all([f], ctx)[0]
 
 
-def combined(
+def combine_all(feats: Sequence[Features], ctx: ScoreContext) -> list[float]:
+    """:func:`combine` of each of ``feats``."""
+    return column_scores(ctx, *zip(*feats, strict=True)) if feats else []
+
+
+def column_scores(
     ctx: ScoreContext,
-    content: tuple[str, ...],
-    base: float,
-    factor: float,
-    signal: bool,
-    line: str,
-    names: tuple[str, ...] = (),
-) -> float:
-    """:func:`combine` of features given field by field (as columns of many
-    segments' features hold them: no :class:`Features` made for each)."""
-    info = math.fsum(map(ctx.idf.get, content, _ZEROS))  # exact: no set-order drift
-    if not info and not signal:
-        return 0.05
-    s = base + info / 8.0
-    if names:  # names of people, places, things; one on every other line says little
-        idf = ctx.idf
-        s += min(sum(min(max(idf.get(w, _RARE) - 1.5, 0.0) / 2.0, 1.0) for w in names), 4.0)
-    if ctx.goal:
-        s += 0.8 * len(ctx.goal.intersection(content))
-    s *= factor
-    if ctx.repeated_later and line in ctx.repeated_later:
-        s *= 0.1  # the same line is shown again later
-    return s
+    content: Iterable[tuple[str, ...]],
+    base: Iterable[float],
+    factor: Iterable[float],
+    signal: Iterable[bool],
+    line: Iterable[str],
+    names: Iterable[tuple[str, ...]],
+) -> list[float]:
+    """:func:`combine` of many segments' features, given as columns (as a memo keeps
+    them: no :class:`Features` made, nor a call, for each)."""
+    get, goal, repeated = ctx.idf.get, ctx.goal, ctx.repeated_later
+    out: list[float] = []
+    rows = zip(content, base, factor, signal, line, names, strict=True)
+    for words, s, times, signals, text, named in rows:
+        info = math.fsum(map(get, words, _ZEROS))  # exact: no set-order drift
+        if not info and not signals:
+            out.append(0.05)
+            continue
+        s += info / 8.0
+        if named:  # names of people, places, things; one on every other line says little
+            s += min(sum(min(max(get(w, _RARE) - 1.5, 0.0) / 2.0, 1.0) for w in named), 4.0)
+        if goal and not goal.isdisjoint(words):
+            s += 0.8 * len(goal.intersection(words))
+        s *= times
+        if repeated and text in repeated:
+            s *= 0.1  # the same line is shown again later
+        out.append(s)
+    return out
 
 
 def score(
@@ -440,7 +451,8 @@ def _shorten(text: str, max_tokens: int, counter: TokenCounter, goal: str) -> st
     values: list[list[float]] = []
     for segs, ids in zip(segments, per_piece, strict=True):
         feats = segment_features(segs, ids)
-        values.append([combine(f, ctx) / max(len(s), 12) for s, f in zip(segs, feats, strict=True)])
+        scored = zip(segs, combine_all(feats, ctx), strict=True)
+        values.append([v / max(len(s), 12) for s, v in scored])
     tiled = "".join(p.text for p in pieces) == text  # then the pieces' ids are the text's
     found: dict[str, str] = {}
     whole = itertools.chain.from_iterable(per_piece) if tiled else find_identifiers(text)

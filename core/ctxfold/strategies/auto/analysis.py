@@ -30,7 +30,7 @@ from ...text.scoring import (
     Features,
     Flags,
     ScoreContext,
-    combined,
+    column_scores,
     features,
     found_per_piece,
     segment_features,
@@ -99,9 +99,9 @@ class Columns(NamedTuple):
 
     def scores(self, ctx: ScoreContext, words: Iterable[tuple[str, ...]]) -> list[float]:
         """Each segment's :func:`combine` score in ``ctx`` (``words``: :meth:`words`)."""
-        score = partial(combined, ctx)
-        cols = (self.base, self.factor, self.signal, self.line, self.named_in())
-        return list(map(score, words, *cols))
+        return column_scores(
+            ctx, words, self.base, self.factor, self.signal, self.line, self.named_in()
+        )
 
 
 _NO_COLUMNS = Columns((), (), (), (), (), (), (), ())

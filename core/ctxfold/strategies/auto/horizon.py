@@ -21,7 +21,7 @@ from types import MappingProxyType
 from ...messages import Message, speaker_tag
 from ...text.adapters import Piece
 from ...text.primitives import find_identifiers
-from ...text.scoring import Features, ScoreContext, combine, segment_features
+from ...text.scoring import Features, ScoreContext, combine_all, segment_features
 from .analysis import call_identifiers, echo_of
 from .plan import Plan
 from .policy import POLICY
@@ -91,15 +91,14 @@ def candidates(
     until their tokens fill ``POLICY.candidates`` budgets."""
     room = POLICY.candidates * budget
     power = POLICY.candidate_length
+    order = list(far)
+    values = combine_all([far[i].features for i in order], ctx)
     rank = sorted(
-        far,
-        key=lambda i: (
-            -combine(far[i].features, ctx) / max(tokens[i], POLICY.min_cost) ** power,
-            i,
-        ),
+        zip(order, values, strict=True),
+        key=lambda iv: (-iv[1] / max(tokens[iv[0]], POLICY.min_cost) ** power, iv[0]),
     )
     out: list[int] = []
-    for i in rank:
+    for i, _ in rank:
         if room <= 0:
             break
         out.append(i)

@@ -11,10 +11,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ...messages import Message, ToolCall
-from ...result import NOTE_HEAD
+from ...result import NOTE_HEAD, NOTE_MARK
 from ...text.adapters import Piece
 from ...text.primitives import KIND_WEIGHT, TokenSet
-from ...text.scoring import ScoreContext, combine
+from ...text.scoring import ScoreContext, combine_all
 from .analysis import Analysis
 from .policy import POLICY
 
@@ -82,7 +82,7 @@ def make_plan(a: Analysis, i: int, ctx: ScoreContext, *, note: bool = False) -> 
         for segs, row in zip(segments, scores, strict=True):
             for si in _furniture(segs):
                 row[si] = 0.0
-    call_scores = [combine(f, ctx) + POLICY.call_bonus for f in a.call_features.features()]
+    call_scores = [v + POLICY.call_bonus for v in combine_all(a.call_features.features(), ctx)]
     return Plan(
         i,
         a.tag,
@@ -115,8 +115,8 @@ def _furniture(segments: Sequence[str]) -> list[int]:
     out: list[int] = []
     line_start, inside = True, False
     for si, seg in enumerate(segments):
-        if line_start:
-            inside = bool(_FURNITURE.match(seg))
+        if line_start:  # a head holds its mark: most lines need no match
+            inside = NOTE_MARK in seg and bool(_FURNITURE.match(seg))
         if inside:
             out.append(si)
         line_start = seg.endswith("\n")
