@@ -39,18 +39,29 @@ class LRU(Generic[V]):
     """At most ``maxsize`` entries; the least recently used go first, an eighth of
     ``maxsize`` at a time. Thread-safe.
 
-    The entries live in a plain dict in recency order (a hit moves to the end). A
+    The entries live in plain dicts in recency order (a hit moves to the end). A
     dict of strings, numbers and tuples of them is one the garbage collector stops
     tracking, where an ``OrderedDict`` is walked entry by entry in every full
     collection (a process's memos were most of what one walked). Eviction goes by
     eighths because a dict finds its oldest key by walking past the slots earlier
-    deletions left: one key per insert would cost such a walk each."""
+    deletions left: one key per insert would cost such a walk each.
 
-    __slots__ = ("_data", "_lock", "_maxsize")
+    A new entry is a tuple the collector still tracks (it stops after a young
+    collection has seen it), and putting one into a dict has the collector walk the
+    whole dict again, until a full collection looks at it: a long session's memos,
+    a hundred thousand entries, walked in every full collection for the few entries
+    a render added (most of such a pause). So new entries wait in a small dict of
+    their own and move into the main one once the collector no longer tracks them
+    (looked at whenever that dict has doubled): the main table, once a full
+    collection has untracked it, stays untracked."""
+
+    __slots__ = ("_data", "_fresh", "_lock", "_maxsize", "_settle_at")
 
     def __init__(self, maxsize: int) -> None:
         self._data: dict[Hashable, V] = {}
+        self._fresh: dict[Hashable, V] = {}  # entries the collector may still track
         self._maxsize = maxsize
+        self._settle_at = min(_SETTLE_FROM, self._fresh_limit() + 1)
         self._lock = threading.Lock()
 
     def get(self, key: Hashable) -> V | None:
@@ -60,19 +71,41 @@ class LRU(Generic[V]):
         hit = data.pop(key, None)
         if hit is not None:
             data[key] = hit  # the most recent now
-        return hit
+            return hit
+        return self._fresh.get(key)  # recent already
 
     def put(self, key: Hashable, value: V) -> None:
-        data = self._data
-        data.pop(key, None)
-        data[key] = value
-        if len(data) > self._maxsize:
+        self._data.pop(key, None)
+        fresh = self._fresh
+        fresh[key] = value
+        if len(fresh) >= self._settle_at or len(fresh) + len(self._data) > self._maxsize:
+            self._settle()
+
+    def _fresh_limit(self) -> int:
+        return max(self._maxsize // 4, 1)
+
+    def _settle(self) -> None:
+        """Move the fresh entries the collector no longer tracks into the main table
+        (and the oldest others past a quarter of ``maxsize``: values the collector
+        keeps tracking must not grow the fresh dict without bound), then forget the
+        least recent if the table is over its size."""
+        with self._lock:  # one thread moves
+            fresh, data, limit = self._fresh, self._data, self._fresh_limit()
+            entries = list(fresh.items())  # a copy: other threads may add meanwhile
+            anyway = len(entries) - limit
+            for k, v in entries:
+                if anyway > 0 or not (gc.is_tracked(v) or gc.is_tracked(k)):
+                    data[k] = v
+                    fresh.pop(k, None)
+                anyway -= 1
+            self._settle_at = min(max(2 * len(fresh), _SETTLE_FROM), limit + 1)
+        if len(data) + len(fresh) > self._maxsize:
             self._evict()
 
     def _evict(self) -> None:
         with self._lock:  # one thread evicts
             data = self._data
-            extra = len(data) - self._maxsize
+            extra = len(data) + len(self._fresh) - self._maxsize
             if extra > 0:
                 # list(data) copies the keys at once (a get moving a key meanwhile
                 # could break an iteration); the oldest come first.
@@ -83,11 +116,13 @@ class LRU(Generic[V]):
         """The value under ``key``; on a miss, ``make(*args)``, kept (None too)."""
         data = self._data
         hit = data.pop(key, _MISSING)
+        if hit is not _MISSING:
+            data[key] = hit  # the most recent now
+            return hit  # type: ignore[no-any-return]
+        hit = self._fresh.get(key, _MISSING)
         if hit is _MISSING:
             hit = make(*args)
             self.put(key, hit)
-        else:
-            data[key] = hit  # the most recent now
         return hit  # type: ignore[no-any-return]
 
     def map(self, keys: Sequence[K], make: Callable[[list[K]], Iterable[V]]) -> list[V]:
@@ -96,22 +131,21 @@ class LRU(Generic[V]):
         ``make(missing)`` (each once, in first-seen order; it returns their values,
         never None, in that order), and kept. Hits found this way keep their place in
         the recency order: the oldest made go first."""
-        data = self._data
-        found = list(map(data.get, keys))
+        found = list(map(self._data.get, keys))
         if None not in found:  # all known: the common case, two passes at C speed
             return cast("list[V]", found)
+        fresh = self._fresh
         unknown = itertools.compress(keys, map(operator.is_, found, itertools.repeat(None)))
         missing = list(dict.fromkeys(unknown))
-        made = dict(zip(missing, make(missing), strict=True))
-        data.update(made.items())
-        found = list(map(data.get, keys))
-        if None in found:  # another thread evicted one meanwhile: make it again
-            lost = (k for k, v in zip(keys, found, strict=True) if v is None and k not in made)
-            gone = list(dict.fromkeys(lost))  # each once
-            made.update(zip(gone, make(gone), strict=True))
-            found = [made[k] if v is None else v for k, v in zip(keys, found, strict=True)]
-        if len(data) > self._maxsize:
-            self._evict()
+        known = {k: v for k in missing if (v := fresh.get(k)) is not None}
+        new = [k for k in missing if k not in known]
+        if new:
+            made = dict(zip(new, make(new), strict=True))
+            fresh.update(made.items())
+            known.update(made)
+        found = list(map(known.get, keys, found))  # found's own where known lacks it
+        if len(fresh) >= self._settle_at or len(fresh) + len(self._data) > self._maxsize:
+            self._settle()
         return cast("list[V]", found)
 
     def reserve(self, n: int) -> None:
@@ -122,9 +156,15 @@ class LRU(Generic[V]):
     def clear(self) -> None:
         with self._lock:
             self._data.clear()
+            self._fresh.clear()
+            self._settle_at = min(_SETTLE_FROM, self._fresh_limit() + 1)
 
     def __len__(self) -> int:
-        return len(self._data)
+        return len(self._data) + len(self._fresh)
+
+
+#: How many fresh entries a table holds before it first looks for settled ones.
+_SETTLE_FROM = 256
 
 
 _lock = threading.Lock()

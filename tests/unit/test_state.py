@@ -65,19 +65,53 @@ def test_a_table_looks_up_many_keys_and_makes_the_missing_in_one_call() -> None:
     assert len(table) <= 8
 
 
-def test_a_bulk_look_up_makes_again_what_another_thread_evicted_meanwhile() -> None:
+def test_a_bulk_look_up_is_whole_though_another_thread_clears_the_table() -> None:
     table: LRU[int] = LRU(8)
     table.put("seen", 4)
     calls: list[list[str]] = []
 
     def lengths(words: list[str]) -> list[int]:
         calls.append(words)
-        if len(calls) == 1:
-            table.clear()  # as another thread's eviction would, while this one makes
+        table.clear()  # as another thread's eviction would, while this one makes
         return [len(w) for w in words]
 
     assert table.map(["seen", "new", "seen"], lengths) == [4, 3, 4]
-    assert calls == [["new"], ["seen"]]  # the one gone made again, once
+    assert calls == [["new"]]  # what was read before is served, the missing made once
+    assert table.map(["seen"], lengths) == [4]  # cleared meanwhile: made again
+    assert calls == [["new"], ["seen"]]
+
+
+def test_new_entries_wait_apart_so_a_settled_table_is_not_walked_again() -> None:
+    """An entry the collector still tracks never goes into the main table: a long
+    session's memos, once a full collection has untracked them, are not walked
+    again in every full collection because of the few entries a render adds."""
+    table: LRU[tuple[str, int]] = LRU(100_000)
+    gc.disable()  # as in a call: no collection sees the new entries yet
+    try:
+        for k in range(3_000):
+            table.put(f"k{k}", ("v", k))
+        assert not gc.is_tracked(table._data)  # all wait apart, still tracked
+        gc.collect()  # the collector sees them: untracked now
+        for k in range(3_000, 4_096):  # the fresh dict doubles: its settled entries move
+            table.put(f"k{k}", ("v", k))
+        assert len(table._data) == 3_000 and len(table) == 4_096
+        assert not gc.is_tracked(table._data)  # only untracked entries went in
+        assert table.get("k0") == ("v", 0) and table.get("k4095") == ("v", 4095)
+        assert table.map(["k1", "k4000", "new"], lambda ks: [("m", len(ks))]) == [
+            ("v", 1),
+            ("v", 4000),
+            ("m", 1),
+        ]
+    finally:
+        gc.enable()
+
+
+def test_a_table_of_values_the_collector_keeps_tracking_stays_bounded() -> None:
+    table: LRU[list[int]] = LRU(64)  # lists: tracked for good
+    for k in range(1_000):
+        table.put(k, [k])
+        assert len(table) <= 64 and len(table._fresh) <= 64 // 4 + 1
+    assert table.get(999) == [999]
 
 
 def test_threads_sharing_a_table_lose_nothing_but_old_entries() -> None:
@@ -126,9 +160,10 @@ def test_the_memos_a_compression_and_a_session_fill_are_not_walked() -> None:
         assert len(filled) >= 5
         gc.collect(0)
         gc.collect(1)
-        deep = [(k, v) for t in filled for k, v in t._data.items() if gc.is_tracked(v)]
+        entries = [e for t in filled for e in (*t._data.items(), *t._fresh.items())]
+        deep = [(k, v) for k, v in entries if gc.is_tracked(v)]
         assert not deep, deep[:3]
-        assert not [k for t in filled for k in t._data if gc.is_tracked(k)]
+        assert not [k for k, _ in entries if gc.is_tracked(k)]
     finally:
         gc.enable()
     gc.collect()

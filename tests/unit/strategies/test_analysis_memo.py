@@ -51,7 +51,7 @@ def test_a_memoized_analysis_is_the_one_made_and_nothing_the_collector_walks() -
         # the note apart from the messages: it is read by the next compaction only
         assert len(analysis._NOTES) == 1 and len(analysis._ANALYSES) == len(MESSAGES) + 1
         tables = (analysis._ANALYSES, analysis._LINES, analysis._NOTES)
-        entries = [item for table in tables for item in table._data.items()]
+        entries = [e for t in tables for e in (*t._data.items(), *t._fresh.items())]
         assert len(entries) > 900  # the messages, the other layers' one, the note's lines
         # The collections of the two young generations untrack every entry: none
         # reaches the oldest generation, whose full collections are a session's pauses.
