@@ -86,13 +86,16 @@ class LRU(Generic[V]):
 
     def _settle(self) -> None:
         """Move the fresh entries the collector no longer tracks into the main table
-        (and the oldest others past a quarter of ``maxsize``: values the collector
+        (and, past a quarter of ``maxsize``, the oldest others: values the collector
         keeps tracking must not grow the fresh dict without bound), then forget the
         least recent if the table is over its size."""
         with self._lock:  # one thread moves
             fresh, data, limit = self._fresh, self._data, self._fresh_limit()
             entries = list(fresh.items())  # a copy: other threads may add meanwhile
-            anyway = len(entries) - limit
+            # Over the limit, the oldest move anyway, down to half of it (so the next
+            # such move comes after as many more puts: a collector the program
+            # turned off must not make every put look through the fresh dict).
+            anyway = len(entries) - limit // 2 if len(entries) > limit else 0
             for k, v in entries:
                 if anyway > 0 or not (gc.is_tracked(v) or gc.is_tracked(k)):
                     data[k] = v

@@ -6,6 +6,8 @@ from __future__ import annotations
 import gc
 import threading
 
+import pytest
+
 import ctxfold
 from ctxfold import _state
 from ctxfold._state import LRU
@@ -112,6 +114,30 @@ def test_a_table_of_values_the_collector_keeps_tracking_stays_bounded() -> None:
         table.put(k, [k])
         assert len(table) <= 64 and len(table._fresh) <= 64 // 4 + 1
     assert table.get(999) == [999]
+
+
+def test_with_the_collector_off_a_put_rarely_looks_through_the_fresh_entries(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    settled: list[int] = []
+    settle = LRU._settle
+
+    def counted(self: LRU[tuple[int]]) -> None:
+        settled.append(len(self._fresh))
+        settle(self)
+
+    monkeypatch.setattr(LRU, "_settle", counted)
+    table: LRU[tuple[int]] = LRU(4_096)  # at most 1,024 fresh entries
+    gc.disable()  # as a program may: nothing is ever untracked
+    try:
+        for k in range(20_000):
+            table.put(k, (k,))
+    finally:
+        gc.enable()
+    assert len(table) <= 4_096 and table.get(19_999) == (19_999,)
+    # Each look is at most 1,025 entries and comes after 256 puts or more (the fresh
+    # dict half emptied, or an eighth of the table forgotten), not on every put.
+    assert len(settled) <= 20_000 // 256 + 8 and max(settled) <= 1_025
 
 
 def test_threads_sharing_a_table_lose_nothing_but_old_entries() -> None:
