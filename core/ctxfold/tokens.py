@@ -379,7 +379,11 @@ class TiktokenCounter(_MessageCounter):
 #: letter or digit (the newline joins the piece before it, never the one after).
 _CUTTABLE = frozenset({"o200k_base", "cl100k_base"})
 _CHUNKED = 4096  # characters: a text this long is counted in chunks
-_CHUNK = 512  # characters a chunk holds at least (whole lines)
+#: Characters a chunk holds at least (whole lines). A note's lines are most often this
+#: long or longer, each a chunk of its own: counted again with some lines changed,
+#: added or dropped, the note costs the encoding of those lines only (longer chunks
+#: shifted with every change, so a change re-encoded the rest of the note).
+_CHUNK = 64
 _CUT = re.compile(r"\n(?=[A-Za-z0-9])")
 
 

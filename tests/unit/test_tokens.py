@@ -90,6 +90,31 @@ def test_a_long_text_counted_in_chunks_counts_as_a_whole(name, reference_encodin
         assert ours.count_text(text[40:]) == len(ref.encode_ordinary(text[40:]))
 
 
+def test_a_note_with_one_line_changed_is_counted_again_near_that_line_only() -> None:
+    """A note rewritten round after round keeps most of its lines (each as long as a
+    chunk or longer, as a note's lines mostly are): counting it again encodes the
+    line that changed, not every line after it."""
+    lines = [
+        f"user: step {k} of the schema migration touched table t{k} and {k * 7} rows"
+        for k in range(600)
+    ]
+    counter = TiktokenCounter("o200k_base")
+    asked: list[str] = []
+    whole = counter._encode_whole
+
+    def spy(text: str) -> int:
+        asked.append(text)
+        return whole(text)
+
+    counter._encode_whole = spy  # type: ignore[method-assign]
+    counter.count_text("\n".join(lines))
+    asked.clear()
+    lines[10] = "assistant: the first rows were copied twice, so the count was redone"
+    text = "\n".join(lines)
+    assert counter.count_text(text) == len(get_counter("o200k_base").encoding.encode_ordinary(text))
+    assert asked == [lines[10] + "\n"]
+
+
 @given(st.text(alphabet=st.sampled_from(list("ab1 .\n/'\t:é漢\r")), min_size=40, max_size=400))
 @settings(max_examples=60, deadline=None)
 def test_chunked_counts_are_exact_on_any_text(piece):
