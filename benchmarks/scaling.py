@@ -16,7 +16,9 @@ own, its caches cold):
   garbage collector does not track), so a render's time is the session's, not a
   collection over 100,000 message objects the driver itself holds. Besides, less the
   full collections inside them, the worst render that recalled (compacting or not)
-  and the worst that compacted without recalling; the worst full collections
+  and the worst and the median that compacted without recalling (a compaction works
+  on the last note and what came since: its median should not grow with the
+  history); the worst full collections
   inside one render; and the CPU time of the render whose recall first searched
   in arrays (importing numpy, once per process: 60-100 ms) beside the worst of
   the others;
@@ -141,6 +143,8 @@ def _turns(msgs: list[Any], budget: int, db: Path) -> dict[str, Any]:
         "import_cpu_ms": cpu[importing] if importing >= 0 else 0.0,
         "worst_cpu_other_ms": max((c for k, c in enumerate(cpu) if k != importing), default=0.0),
         **{f"worst_{k}_ms": max(v, default=0.0) for k, v in own.items()},
+        # what a compaction costs at this size, beside its worst (the machine's spread)
+        "median_compaction_ms": statistics.median(own["compaction"] or [0.0]),
     }
 
 

@@ -96,6 +96,14 @@ def test_scaling_splits_the_worst_turn_and_reopens_its_session(tmp_path, capsys)
     assert rows["load"]["cpu"] > 0  # the session the turns built, read back
 
 
+def test_scaling_reports_what_a_compaction_costs_beside_the_worst(tmp_path):
+    out = tmp_path / "rows.json"
+    argv = ["--sizes", "200", "--budget", "3000", "--measures", "turns", "--json", str(out)]
+    assert _scaling().main(argv) == 0
+    turns = json.loads(out.read_text())["200"]["turns"]
+    assert 0 < turns["median_compaction_ms"] <= turns["worst_compaction_ms"]
+
+
 def test_scaling_refuses_to_load_a_session_no_turns_built(capsys):
     with pytest.raises(SystemExit):
         _scaling().main(["--sizes", "60", "--measures", "load"])
