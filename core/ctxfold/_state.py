@@ -53,7 +53,10 @@ class LRU(Generic[V]):
     a render added (most of such a pause). So new entries wait in a small dict of
     their own and move into the main one once the collector no longer tracks them
     (looked at whenever that dict has doubled): the main table, once a full
-    collection has untracked it, stays untracked."""
+    collection has untracked it, stays untracked, unless one call with the collector
+    paused adds more than a quarter of ``maxsize`` (the oldest of those move while
+    still tracked, so the fresh dict stays bounded; the next full collection
+    untracks the table again)."""
 
     __slots__ = ("_data", "_fresh", "_lock", "_maxsize", "_settle_at")
 
@@ -91,12 +94,14 @@ class LRU(Generic[V]):
         least recent if the table is over its size."""
         with self._lock:  # one thread moves
             fresh, data, limit = self._fresh, self._data, self._fresh_limit()
-            entries = list(fresh.items())  # a copy: other threads may add meanwhile
+            # A copy (at C speed, making no object a collection could start on, so no
+            # other thread runs meanwhile): other threads may add to ``fresh``.
+            entries = fresh.copy()
             # Over the limit, the oldest move anyway, down to half of it (so the next
             # such move comes after as many more puts: a collector the program
             # turned off must not make every put look through the fresh dict).
             anyway = len(entries) - limit // 2 if len(entries) > limit else 0
-            for k, v in entries:
+            for k, v in entries.items():
                 if anyway > 0 or not (gc.is_tracked(v) or gc.is_tracked(k)):
                     data[k] = v
                     fresh.pop(k, None)
@@ -114,6 +119,9 @@ class LRU(Generic[V]):
                 # could break an iteration); the oldest come first.
                 for old in list(data)[: extra + self._maxsize // 8]:
                     data.pop(old, None)
+                fresh = self._fresh  # a tiny table's entries may all be fresh
+                for old in list(fresh)[: len(data) + len(fresh) - self._maxsize]:
+                    fresh.pop(old, None)
 
     def cached(self, key: Hashable, make: Callable[..., V], *args: Any) -> V:
         """The value under ``key``; on a miss, ``make(*args)``, kept (None too)."""

@@ -84,9 +84,10 @@ def test_a_bulk_look_up_is_whole_though_another_thread_clears_the_table() -> Non
 
 
 def test_new_entries_wait_apart_so_a_settled_table_is_not_walked_again() -> None:
-    """An entry the collector still tracks never goes into the main table: a long
-    session's memos, once a full collection has untracked them, are not walked
-    again in every full collection because of the few entries a render adds."""
+    """An entry the collector still tracks waits apart from the main table (up to a
+    quarter of the table's size): a long session's memos, once a full collection
+    has untracked them, are not walked again in every full collection because of
+    the few entries a render adds."""
     table: LRU[tuple[str, int]] = LRU(100_000)
     gc.disable()  # as in a call: no collection sees the new entries yet
     try:
@@ -114,6 +115,39 @@ def test_a_table_of_values_the_collector_keeps_tracking_stays_bounded() -> None:
         table.put(k, [k])
         assert len(table) <= 64 and len(table._fresh) <= 64 // 4 + 1
     assert table.get(999) == [999]
+
+
+def test_a_collection_while_fresh_entries_move_cannot_break_the_move() -> None:
+    """Moving fresh entries makes no object a collection could start on, so no other
+    thread's put (here: a collector's callback, which runs Python code as another
+    thread might) changes what is being walked."""
+    table: LRU[list[int]] = LRU(100_000)
+    for k in range(2_000):
+        table.put(("k", k), [k])  # tracked: they stay fresh
+    added = [0]
+
+    def another_put(phase: str, _: dict[str, int]) -> None:
+        if phase == "stop":
+            added[0] += 1
+            table._fresh[("other", added[0])] = [0]
+
+    threshold = gc.get_threshold()
+    gc.callbacks.append(another_put)
+    gc.set_threshold(100)
+    try:
+        table._settle()
+        for k in range(2_000, 4_000):
+            table.put(("k", k), [k])
+    finally:
+        gc.callbacks.remove(another_put)
+        gc.set_threshold(*threshold)
+    assert table.get(("k", 3_999)) == [3_999]
+
+
+def test_a_table_of_no_entries_keeps_none() -> None:
+    table: LRU[list[int]] = LRU(0)
+    table.put("a", [1])  # tracked: it would stay fresh
+    assert len(table) == 0 and table.get("a") is None
 
 
 def test_with_the_collector_off_a_put_rarely_looks_through_the_fresh_entries(

@@ -126,8 +126,8 @@ def _condensed_note(p: Plan) -> str:
             continue  # most of a long note's lines
         kept: list[str] = []
         head = 0  # the line's first segment
-        for si, seg in enumerate(segs):
-            if chosen[si]:
+        for si, (seg, ok) in enumerate(zip(segs, chosen, strict=True)):
+            if ok:
                 kept.append(seg.strip())
             if seg.endswith("\n") or si == len(segs) - 1:
                 if kept:

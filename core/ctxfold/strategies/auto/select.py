@@ -83,10 +83,10 @@ def _offer(out: list[Item], i: int, p: Plan, boost: float) -> None:
     cpt, min_cost = p.cpt, POLICY.min_cost
     for pi, (segs, scores) in enumerate(zip(p.segments, p.scores, strict=True)):
         words = p.words[pi] if p.pieces[pi].mode == "prose" else None
-        for si, score in enumerate(scores):
+        for si, (seg, score) in enumerate(zip(segs, scores, strict=True)):
             if score < FILLER:
                 continue  # greetings and filler are never worth a token
-            cost = len(segs[si]) / cpt
+            cost = len(seg) / cpt
             priority = -(score * boost) / max(cost, min_cost)
             said = _NO_WORDS if words is None else words[si]
             out.append(_item((priority, len(out), cost, i, pi, si, said)))
