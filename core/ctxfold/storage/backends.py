@@ -22,7 +22,7 @@ from typing import Any, Protocol, runtime_checkable
 from ..exceptions import CacheEntryError, CacheError, ConfigurationError
 from ._closing import Closing
 from ._redis import client_url, import_redis, redact
-from ._sqlite import SQL_CHUNK, SQLiteFile, check_sqlite_file, immediate
+from ._sqlite import SQL_CHUNK, SQLiteFile, check_sqlite_file, connect, immediate, set_commits
 
 __all__ = ["CacheBackend", "MemoryBackend", "RedisBackend", "SQLiteBackend", "check_entry"]
 
@@ -163,9 +163,7 @@ class SQLiteBackend(SQLiteFile):
         self._meta = f"{table}_meta"
         self._lock = threading.Lock()
         try:
-            self._conn: sqlite3.Connection | None = sqlite3.connect(
-                raw, timeout=30.0, check_same_thread=False, isolation_level=None
-            )
+            self._conn: sqlite3.Connection | None = connect(raw)
         except sqlite3.Error as exc:
             raise ConfigurationError(f"cannot open the SQLite cache {raw!r}: {exc}") from None
         try:
@@ -180,8 +178,8 @@ class SQLiteBackend(SQLiteFile):
 
     def _setup(self, conn: sqlite3.Connection) -> None:
         t, m = self.table, self._meta
+        set_commits(conn)
         conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")
         with immediate(conn):
             conn.execute(
                 f"CREATE TABLE IF NOT EXISTS {t} "

@@ -27,7 +27,15 @@ from .._state import default
 from ..exceptions import CacheError, ConfigurationError
 from ._closing import Closing
 from ._redis import import_redis, redact
-from ._sqlite import SQL_CHUNK, SQLiteFile, check_sqlite_file, immediate
+from ._sqlite import (
+    SQL_CHUNK,
+    WAIT_S,
+    SQLiteFile,
+    check_sqlite_file,
+    connect,
+    immediate,
+    set_commits,
+)
 from .spec import Kind, parse_spec
 
 __all__ = [
@@ -173,10 +181,21 @@ class MemoryStore:
 class SQLiteStore(SQLiteFile):
     """A table in a SQLite file (WAL mode): persistent, and shared by the threads and
     processes of one machine. A batch is one transaction. Use it as a context manager
-    or call :meth:`close`."""
+    or call :meth:`close`.
 
-    def __init__(self, path: str | os.PathLike[str], *, table: str = "ctxfold_store") -> None:
+    A commit survives the process's crash; ``durable=True`` flushes each one to the
+    disk so that it survives a power loss too (a disk flush per write)."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        table: str = "ctxfold_store",
+        durable: bool = False,
+    ) -> None:
         self.path, self.table = check_sqlite_file(path, table, "store")
+        #: Whether every commit is flushed to the disk (``synchronous=FULL``).
+        self.durable = bool(durable)
         self._lock = threading.Lock()
         exists = self.path != ":memory:" and os.path.exists(self.path)
         #: Whether the file can only be read (``expand`` works; writing raises).
@@ -188,22 +207,16 @@ class SQLiteStore(SQLiteFile):
         store writes nothing (a read-only file opens, a writer elsewhere is no hurdle)."""
         target = f"file:{self.path}?mode=ro" if self.read_only else self.path
         try:
-            conn = sqlite3.connect(
-                target,
-                timeout=30.0,
-                check_same_thread=False,
-                isolation_level=None,
-                uri=self.read_only,
-            )
+            conn = connect(target, uri=self.read_only)
         except sqlite3.Error as exc:
             raise ConfigurationError(f"cannot open the SQLite store {self.path!r}: {exc}") from None
         try:
+            set_commits(conn, durable=self.durable)
             if exists and self._has_table(conn):
                 return conn
             if self.read_only:
                 raise sqlite3.OperationalError(f"no table {self.table} in a read-only file")
             conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
             with immediate(conn):
                 conn.execute(
                     f"CREATE TABLE IF NOT EXISTS {self.table} "
@@ -288,7 +301,7 @@ def _why(exc: sqlite3.Error) -> str:
     text = str(exc)
     if "locked" in text or "busy" in text:
         return (
-            f"{text}: another process holds the file's write lock (waited 30 s); retry "
+            f"{text}: another process holds the file's write lock (waited {WAIT_S:g} s); retry "
             "when it is done, or give each writer its own file"
         )
     if "readonly" in text or "read-only" in text:

@@ -89,10 +89,57 @@ def test_a_locked_store_says_so(tmp_path):
     try:
         with pytest.raises(CacheError, match="another process holds the file's write lock"):
             store.put_many({"123": b"x"})
+        # the wait is this connection's own: what it was configured to wait stays
+        assert store._conn.execute("PRAGMA busy_timeout").fetchone()[0] == 50
     finally:
         writer.execute("ROLLBACK")
         writer.close()
         store.close()
+
+
+def test_a_busy_write_lock_is_tried_again_in_short_pauses(tmp_path, monkeypatch):
+    """SQLite's own waits grow to 100 ms, so a writer slept long after a short
+    transaction ended (the tail under load); the store tries again every few ms."""
+    from ctxfold.storage import _sqlite
+
+    path = tmp_path / "originals.db"
+    SQLiteStore(path).close()
+    writer = sqlite3.connect(path, isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")  # another process in the middle of a write
+    pauses: list[float] = []
+
+    def pause(seconds: float) -> None:
+        pauses.append(seconds)
+        if len(pauses) == 12:
+            writer.execute("COMMIT")  # the other writer is done
+
+    monkeypatch.setattr(_sqlite, "sleep", pause)
+    with SQLiteStore(path) as store:
+        store._conn.execute("PRAGMA busy_timeout = 5000")  # fail in 5 s, not 30, if not
+        store.put_many({"123": b"x"})
+        assert store.get_many(["123"]) == [b"x"]
+        assert store._conn.execute("PRAGMA busy_timeout").fetchone()[0] == 5000
+    writer.close()
+    assert len(pauses) == 12
+    assert max(pauses) <= 1.5 * _sqlite._LAST_PAUSE
+    assert pauses[0] <= 1.5 * _sqlite._FIRST_PAUSE < pauses[-1]
+
+
+@pytest.mark.parametrize("durable", [False, True])
+def test_every_connection_commits_as_configured_also_to_an_existing_file(tmp_path, durable):
+    """``synchronous`` is not kept in the file: a store that opened an existing file
+    used to flush every commit (FULL) while the one that created it did not."""
+    from ctxfold.storage import SQLiteBackend
+
+    path = tmp_path / "originals.db"
+    expected = 2 if durable else 1  # FULL, NORMAL
+    for _ in range(2):  # creating the file, then opening it
+        with SQLiteStore(path, durable=durable) as store:
+            assert store.durable is durable
+            assert store._conn.execute("PRAGMA synchronous").fetchone()[0] == expected
+    for _ in range(2):
+        with SQLiteBackend(tmp_path / "cache.db") as cache:
+            assert cache._conn.execute("PRAGMA synchronous").fetchone()[0] == 1
 
 
 def test_store_specs_follow_the_sqlalchemy_convention(tmp_path, monkeypatch):
