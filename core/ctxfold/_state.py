@@ -5,7 +5,8 @@ defaults (the cache and the verbatim store a strategy uses when given none) and
 A memo table is an :class:`LRU` made with :func:`memo`; a default is made on first use
 by :func:`default`. Nothing else in ctxfold keeps module-level mutable state, so
 ``clear_caches()`` really gives a cold start (the shared cache and store keep their
-entries: they hold data, not memos).
+entries: they hold data, not memos). An :class:`OwnMemo` belongs to an owner (a
+session), not to the process: it goes with its owner.
 """
 
 from __future__ import annotations
@@ -16,16 +17,20 @@ import operator
 import threading
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, Generic, TypeVar, cast
 
 __all__ = [
     "LRU",
+    "OwnMemo",
     "clear_caches",
     "collector_paused",
     "default",
     "interned",
     "memo",
     "on_clear",
+    "own_memo",
+    "owning",
     "pause_gc",
 ]
 
@@ -176,6 +181,60 @@ class LRU(Generic[V]):
 
 #: How many fresh entries a table holds before it first looks for settled ones.
 _SETTLE_FROM = 256
+
+
+class OwnMemo:
+    """A memo an owner keeps for itself, beside the process's tables: what its calls
+    read or made since its last :meth:`turn`, and in the turn before. A value not asked
+    for in a whole turn is dropped at the next, so it holds what one turn of its owner
+    reads, whatever other owners do with the shared tables (which evict by use across
+    all of them).
+
+    Made current for a block by :func:`owning`; a function that memoizes asks
+    :func:`own_memo` for it (``None``: no owner, the shared table alone)."""
+
+    __slots__ = ("_before", "_now")
+
+    def __init__(self) -> None:
+        self._now: dict[Hashable, Any] = {}
+        self._before: dict[Hashable, Any] = {}
+
+    def get(self, key: Hashable) -> Any:
+        """The value kept under ``key``, or ``None``."""
+        value = self._now.get(key)
+        if value is None:
+            value = self._before.pop(key, None)
+            if value is not None:
+                self._now[key] = value
+        return value
+
+    def put(self, key: Hashable, value: Any) -> None:
+        self._now[key] = value
+
+    def turn(self) -> None:
+        """Start a turn: drop what the last turn did not ask for."""
+        self._before, self._now = self._now, {}
+
+    def __len__(self) -> int:
+        return len(self._now) + len(self._before)
+
+
+_owner: ContextVar[OwnMemo | None] = ContextVar("ctxfold_own_memo", default=None)
+
+
+def own_memo() -> OwnMemo | None:
+    """The memo of the owner the running call works for (see :func:`owning`)."""
+    return _owner.get()
+
+
+@contextmanager
+def owning(memo: OwnMemo) -> Iterator[None]:
+    """Run the block for the owner of ``memo`` (in this thread or task only)."""
+    token = _owner.set(memo)
+    try:
+        yield
+    finally:
+        _owner.reset(token)
 
 
 _lock = threading.Lock()

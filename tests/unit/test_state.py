@@ -10,7 +10,7 @@ import pytest
 
 import ctxfold
 from ctxfold import _state
-from ctxfold._state import LRU
+from ctxfold._state import LRU, OwnMemo, own_memo, owning
 from ctxfold.session import Session
 from tests.conftest import example_conversations
 
@@ -284,3 +284,32 @@ def test_calls_on_many_threads_share_one_pause() -> None:
     except ValueError:
         pass
     assert gc.isenabled()
+
+
+def test_an_own_memo_keeps_what_a_turn_asked_for_and_drops_the_rest() -> None:
+    memo = OwnMemo()
+    memo.put("a", 1)
+    memo.put("b", 2)
+    memo.turn()
+    assert memo.get("a") == 1  # asked for in this turn: kept into the next
+    memo.put("c", 3)
+    memo.turn()
+    assert memo.get("b") is None  # not asked for in a whole turn: dropped
+    assert (memo.get("a"), memo.get("c"), len(memo)) == (1, 3, 2)
+    assert memo.get("missing") is None
+
+
+def test_owning_makes_a_memo_current_for_the_block_and_this_thread_only() -> None:
+    memo, inner = OwnMemo(), OwnMemo()
+    seen: list[OwnMemo | None] = []
+    assert own_memo() is None
+    with owning(memo):
+        assert own_memo() is memo
+        thread = threading.Thread(target=lambda: seen.append(own_memo()))
+        thread.start()
+        thread.join()
+        with pytest.raises(ValueError), owning(inner):
+            assert own_memo() is inner
+            raise ValueError
+        assert own_memo() is memo
+    assert own_memo() is None and seen == [None]

@@ -20,7 +20,7 @@ from itertools import accumulate
 from types import MappingProxyType
 from typing import Any, overload
 
-from .._state import default
+from .._state import OwnMemo, default, owning
 from ..contract import CounterSpec, MessageLike, Prepares, WordCounts
 from ..exceptions import (
     BudgetError,
@@ -234,6 +234,10 @@ class Session:
         self._index = RecallIndex(embedder=self.recall_embedder)  # see _recall_index
         self._agentic = False  # whether the history has tool calls, as far as seen
         self._agentic_seen = 0
+        # What a compaction and the work ahead after it read of the strategy's memos
+        # (a long note's lines), kept from one compaction to the next whatever other
+        # sessions of the process do with the shared tables.
+        self._memo = OwnMemo()
 
     def _extend(
         self, messages: list[Message], rows: list[bytes], counts: Counts | None = None
@@ -338,7 +342,7 @@ class Session:
         passages want."""
         b = self._budget(budget)
         check_query(query)
-        with self._lock:
+        with self._lock, owning(self._memo):
             before, n = self._overhead + self._cum[-1], len(self._history)
             name = self.strategy.name
             with opened(name, self.counter, budget=b, messages=n, tokens=before) as call:
@@ -350,6 +354,8 @@ class Session:
                 folded = over or self._fold is not None  # there is something to recall
                 want = self._wanted(asked, share, b) if asked and folded else 0
                 compacting = over or self._view_tokens() > int(self.high_water * (b - want))
+                if compacting:
+                    self._memo.turn()
                 if compacting and self._fold is None:
                     # The first compaction reads the whole history and analyses it
                     # once: nothing to work ahead on, the rest waits for the next render.

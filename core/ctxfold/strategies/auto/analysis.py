@@ -12,7 +12,7 @@ from itertools import accumulate, chain, groupby
 from operator import itemgetter
 from typing import Any, Literal, NamedTuple, TypeVar, cast
 
-from ..._state import LRU, interned, memo
+from ..._state import LRU, interned, memo, own_memo
 from ...messages import Message, ToolCall, speaker_tag
 from ...result import is_note
 from ...text.adapters import FormatAdapter, Piece, adapters, registry_version, split_message_text
@@ -154,7 +154,9 @@ class Analysis:
 Stored = tuple[Any, ...]
 
 _ANALYSES: LRU[Stored] = memo(5_000)
-#: A note's lines, analysed one by one (see :meth:`Analyzer._note`): two notes' worth.
+#: A note's lines, analysed one by one (see :meth:`Analyzer._note`): two notes' worth,
+#: shared by the process's sessions; a session also keeps the lines its own turns read
+#: (an :class:`OwnMemo`), so that sessions compacting by turns do not evict each other's.
 _LINES: LRU[Stored] = memo(8_000)
 #: Long notes, joined from their lines: a note is read by the work ahead after the
 #: compaction that wrote it and by the next compaction, never again (the next note
@@ -309,10 +311,15 @@ class Analyzer:
         character), its line break kept at the end of its last piece and segment (the
         plan reads where a note's lines begin)."""
         key = (line, role, self._config())
-        stored = _LINES.get(key)
+        own = own_memo()
+        stored = None if own is None else own.get(key)
         if stored is None:
-            stored = _stored(self._line_alone(line, role))
-            _LINES.put(key, stored)
+            stored = _LINES.get(key)
+            if stored is None:
+                stored = _stored(self._line_alone(line, role))
+                _LINES.put(key, stored)
+            if own is not None:
+                own.put(key, stored)
         return stored
 
     def _line_alone(self, line: str, role: str) -> Analysis:
