@@ -353,10 +353,15 @@ def as_messages(messages: Iterable[Message | Mapping[str, Any]]) -> list[Message
     """Accept :class:`Message` objects or OpenAI dicts (mixed is fine); return messages
     whose tool calls make sense (see :func:`ctxfold.validity.check_tool_structure`)."""
     if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Iterable):
+        hint = (
+            ": a text needs a role, e.g. [{'role': 'user', 'content': text}]"
+            if isinstance(messages, str)
+            else ""
+        )
         raise InvalidMessageError(
             "expected a list of messages (OpenAI dicts or ctxfold.Message), "
             f"got {'a single ' if isinstance(messages, Mapping) else ''}"
-            f"{type(messages).__name__}"
+            f"{type(messages).__name__}{hint}"
         )
     out: list[Message] = []
     for i, m in enumerate(messages):

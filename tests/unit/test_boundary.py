@@ -22,6 +22,7 @@ USER = {"role": "user", "content": "go"}
         (None, None, "expected a list of messages"),
         (5, None, "expected a list of messages"),
         ({"role": "user", "content": "x"}, None, "a single dict"),
+        ("hello", None, r"got str: a text needs a role, e.g. \[\{'role': 'user'"),
         ([{"role": "user", "content": "x", "blob": b"ab"}], 0, "field 'blob' holds bytes"),
         ([{"role": "user", "content": "x", "tags": {1, 2}}], 0, "field 'tags' holds set"),
         (

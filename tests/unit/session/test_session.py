@@ -996,3 +996,12 @@ def test_sessions_compacting_in_turns_do_not_analyse_their_notes_again(monkeypat
     assert id(None) not in {memo for memo, _ in analysed}  # always for a session
     soon = [at for at in analysed.values() for a, b in itertools.pairwise(at) if b - a < 2]
     assert not soon
+
+
+def test_adding_a_bare_text_says_how_to_give_it_a_role():
+    session = Session(budget=100)
+    with pytest.raises(ctxfold.InvalidMessageError, match="a text needs a role"):
+        session.add("hello")
+    assert len(session) == 0
+    session.add({"role": "user", "content": "hello"})
+    assert len(session) == 1
