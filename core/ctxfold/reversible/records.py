@@ -33,6 +33,7 @@ __all__ = [
     "message_bytes",
     "message_from_record",
     "message_record",
+    "secret_key",
     "store_key",
     "tag_key",
 ]
@@ -73,6 +74,20 @@ def store_key(store: VerbatimStore, *, create: bool = True) -> bytes | None:
     if key is not None:
         with contextlib.suppress(TypeError):  # a store that takes no weak reference
             _KEYS[store] = key
+    return key
+
+
+def secret_key(store: VerbatimStore) -> bytes:
+    """The secret ctxfold signs records and keys marks with in ``store``: a persistent
+    store's content key (:func:`store_key`, made on first use and kept in the store),
+    a memory store's own :attr:`ctxfold.storage.MemoryStore.key` (random unless given)."""
+    inner: object = store
+    while isinstance(inner, NamespacedStore):
+        inner = inner.store
+    if isinstance(inner, MemoryStore):
+        return inner.key
+    key = store_key(store)
+    assert key is not None  # made on first use in every store that is not a memory one
     return key
 
 

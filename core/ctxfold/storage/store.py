@@ -88,9 +88,19 @@ class MemoryStore:
     ids as missing. ``None`` (the default for a store you make) keeps everything; the
     process's shared default store keeps :data:`DEFAULT_MAX_BYTES`. For originals that
     must survive, use :class:`SQLiteStore` or :class:`RedisStore`.
+
+    ``key`` is the secret the store's signed records and keyed marks are made with
+    (:func:`ctxfold.reversible.records.secret_key`; at least 16 bytes): by default 32
+    random bytes made with the store, so nothing it signs can be forged or confirmed
+    from outside the process. Pass one to make such output the same across processes.
     """
 
-    def __init__(self, *, max_bytes: int | None = None) -> None:
+    def __init__(self, *, max_bytes: int | None = None, key: bytes | None = None) -> None:
+        if key is not None and (not isinstance(key, bytes) or len(key) < 16):
+            raise ConfigurationError(
+                f"key must be bytes of at least 16 (os.urandom(32)), got {key!r:.40}"
+            )
+        self.key: bytes = os.urandom(32) if key is None else key
         if max_bytes is not None and (
             isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1
         ):
