@@ -141,10 +141,21 @@ class Session:
             None if recall_share is None else check_share("recall_share", recall_share)
         )
         self.recall_embedder = None if recall_embedder is None else get_embedder(recall_embedder)
-        self._log = SessionLog(self.store, session_id)
-        self._rounds = RoundSettings(store=self._log.store)
         self._lock = threading.RLock()
         self._by: list[Any] | None = None  # see _counted_by
+        self._load()
+
+    def reload(self) -> None:
+        """Read the session again from its store, dropping what this object held: after
+        a :class:`ctxfold.exceptions.ConcurrentWriteError` (another writer wrote the
+        session since this one read it), to take up what it wrote and write again."""
+        with self._lock:
+            self._load()
+
+    def _load(self) -> None:
+        """Read the history and the compactions of the session from its store."""
+        self._log = SessionLog(self.store, self.session_id)
+        self._rounds = RoundSettings(store=self._log.store)
         self._reset()
         messages, rows = self._log.load()
         last: Fold | None = None
