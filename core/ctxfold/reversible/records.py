@@ -91,6 +91,16 @@ def secret_key(store: VerbatimStore) -> bytes:
     return key
 
 
+def _reading_key(store: VerbatimStore) -> bytes | None:
+    """The key ids read from ``store`` are checked with (a plain id passes too): a
+    memory store's own key (its redacted originals' ids are keyed), else the content
+    key if one was ever made."""
+    inner: object = store
+    while isinstance(inner, NamespacedStore):
+        inner = inner.store
+    return inner.key if isinstance(inner, MemoryStore) else store_key(store, create=False)
+
+
 def _keyed(key: bytes | None, digest: bytes) -> bytes:
     """The digest an id is made from: the content's SHA-256, keyed when a key is given."""
     return digest if key is None else hmac.new(key, digest, hashlib.sha256).digest()
@@ -172,9 +182,11 @@ class Batch:
     """Entries of one round: ids resolved against the store (a longer id when the
     short one holds other content), then written in one atomic ``put_many``."""
 
-    def __init__(self, store: VerbatimStore) -> None:
+    def __init__(self, store: VerbatimStore, *, key: bytes | None = None) -> None:
+        """``key``: the key of the ids (default: the store's content key,
+        :func:`store_key`; redacted originals use :func:`secret_key`)."""
         self.store = store
-        self.key = store_key(store)
+        self.key = store_key(store) if key is None else key
         self.entries: dict[str, bytes] = {}
 
     def add_all(self, records: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -253,7 +265,7 @@ def load(store: VerbatimStore, ids: Sequence[str]) -> Read:
     """The records stored under ``ids``, each checked against its id."""
     records: list[dict[str, Any] | None] = []
     corrupt: list[str] = []
-    key = store_key(store, create=False) if ids else None
+    key = _reading_key(store) if ids else None
     for entry, value in zip(ids, store.get_many(list(ids)), strict=True):
         record: Any = None
         if value is not None:
