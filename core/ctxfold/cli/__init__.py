@@ -20,6 +20,7 @@ import sys
 from collections.abc import Sequence
 
 from ..exceptions import CtxfoldError
+from ..storage.spec import scrub
 from .commands import compress, expand_cmd, render, report, stats
 from .files import CliError, load_file
 
@@ -157,30 +158,32 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit code (see the module's docstring)."""
     args = build_parser().parse_args(argv)
+    store = getattr(args, "store", None) or ""  # its credentials never shown
     try:
         code: int = args.run(args)
         if sys.stdout is not None:
             sys.stdout.flush()  # a full disk shows here, not at exit
     except CliError as exc:
-        return _fail(str(exc), exc.code)
+        return _fail(str(exc), exc.code, store)
     except CtxfoldError as exc:
-        return _fail(str(exc), 2)
+        return _fail(str(exc), 2, store)
     except BrokenPipeError:  # the reader took what it wanted (`| head`): not a failure
         _quiet_stdout()
         return 0
     except OSError as exc:
         _quiet_stdout()
-        return _fail(f"cannot write the output: {exc.strerror or exc}", 3)
+        return _fail(f"cannot write the output: {exc.strerror or exc}", 3, store)
     except Exception as exc:  # a bug: one line, not a traceback
         if os.environ.get("CTXFOLD_DEBUG"):
             raise
-        return _fail(f"unexpected {type(exc).__name__}: {exc} (please report it)", 3)
+        return _fail(f"unexpected {type(exc).__name__}: {exc} (please report it)", 3, store)
     return code
 
 
-def _fail(message: str, code: int) -> int:
+def _fail(message: str, code: int, store: str) -> int:
+    """Print ``message`` (the ``--store`` spec's credentials masked) and return ``code``."""
     with contextlib.suppress(OSError, ValueError, AttributeError):  # then the code says it
-        print(f"ctxfold: {message}", file=sys.stderr)
+        print(f"ctxfold: {scrub(message, store)}", file=sys.stderr)
     return code
 
 

@@ -1,14 +1,15 @@
 """The one Redis helper of the cache and the store: the client import with its install
-hint, and URLs that never show a password."""
+hint, and messages that never show a URL's password (:func:`.spec.mask_credentials`,
+also in the client's own error text: :func:`.spec.scrub`)."""
 
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
-from ..exceptions import MissingDependencyError
+from ..exceptions import ConfigurationError, MissingDependencyError
+from .spec import mask_credentials, scrub
 
-__all__ = ["client_url", "import_redis", "redact"]
+__all__ = ["client_url", "import_redis", "invalid_url"]
 
 
 def import_redis(what: str = "cache backend") -> Any:
@@ -19,21 +20,19 @@ def import_redis(what: str = "cache backend") -> Any:
     return redis
 
 
-def redact(url: str) -> str:
-    """``url`` with its password replaced by ``***``, for error messages."""
-    try:
-        parts = urlsplit(url)
-        if parts.password is None:
-            return url
-        host = parts.netloc.rpartition("@")[2]
-        user = parts.username or ""
-        return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
-    except ValueError:
-        return "<unparseable URL>"
+def invalid_url(url: str, exc: ValueError) -> ConfigurationError:
+    """The error for a URL the Redis client cannot read, its credentials masked (in the
+    client's message too: a password holding ``/`` or ``#`` is read as a port)."""
+    return ConfigurationError(
+        f"invalid Redis URL {mask_credentials(url)!r}: {scrub(str(exc), url)}; use a form "
+        "such as redis://127.0.0.1:6379/0, rediss://user:password@host:6380/0 or "
+        "unix:///path/to/redis.sock (percent-encode a password's '/', '#', '?', '@' and "
+        "'%': urllib.parse.quote(password, safe=''))"
+    )
 
 
 def client_url(client: Any) -> str:
-    """A description of a user-supplied client's server, for messages."""
+    """A description of a user-supplied client's server, for messages (no password)."""
     kwargs = getattr(getattr(client, "connection_pool", None), "connection_kwargs", None)
     if isinstance(kwargs, dict):
         if "path" in kwargs:
@@ -41,4 +40,4 @@ def client_url(client: Any) -> str:
         host, port, db = kwargs.get("host"), kwargs.get("port"), kwargs.get("db", 0)
         if host is not None:
             return f"redis://{host}:{port}/{db}"
-    return repr(client)
+    return f"<{type(client).__name__} client>"

@@ -21,8 +21,9 @@ from typing import Any, Protocol, runtime_checkable
 
 from ..exceptions import CacheEntryError, CacheError, ConfigurationError
 from ._closing import Closing
-from ._redis import client_url, import_redis, redact
+from ._redis import client_url, import_redis, invalid_url
 from ._sqlite import SQL_CHUNK, SQLiteFile, check_sqlite_file, connect, immediate, set_commits
+from .spec import mask_credentials, scrub
 
 __all__ = ["CacheBackend", "MemoryBackend", "RedisBackend", "SQLiteBackend", "check_entry"]
 
@@ -404,11 +405,7 @@ class RedisBackend(Closing):
             try:
                 client = redis.Redis.from_url(url, socket_connect_timeout=5.0, socket_timeout=30.0)
             except ValueError as exc:
-                raise ConfigurationError(
-                    f"invalid Redis URL {redact(url)!r}: {exc}; use a form such as "
-                    "redis://127.0.0.1:6379/0, rediss://user:password@host:6380/0 or "
-                    "unix:///path/to/redis.sock"
-                ) from None
+                raise invalid_url(url, exc) from None
         else:
             self.url = client_url(client)
             kwargs = getattr(getattr(client, "connection_pool", None), "connection_kwargs", {})
@@ -427,13 +424,13 @@ class RedisBackend(Closing):
         try:
             return func(*args, **kwargs)
         except self._errors as exc:
-            where = redact(self.url)
+            where, why = mask_credentials(self.url), scrub(str(exc), self.url)
             if isinstance(exc, self._unreachable):
                 raise CacheError(
-                    f"cannot reach the Redis server at {where}: {str(exc).rstrip('.')}; start one "
+                    f"cannot reach the Redis server at {where}: {why.rstrip('.')}; start one "
                     "(redis-server --port 6379 --bind 127.0.0.1) or fix the URL"
                 ) from None
-            raise CacheError(f"the Redis cache at {where} failed: {exc}") from None
+            raise CacheError(f"the Redis cache at {where} failed: {why}") from None
 
     def get(self, key: str) -> bytes | None:
         """The value under ``key`` (stamping it most recently used), or ``None``."""
@@ -478,6 +475,6 @@ class RedisBackend(Closing):
 
     def __repr__(self) -> str:
         return (
-            f"RedisBackend({redact(self.url)!r}, prefix={self.prefix!r}, "
+            f"RedisBackend({mask_credentials(self.url)!r}, prefix={self.prefix!r}, "
             f"max_entries={self.max_entries})"
         )

@@ -26,7 +26,7 @@ from typing import Any, Protocol, runtime_checkable
 from .._state import default
 from ..exceptions import CacheError, ConfigurationError
 from ._closing import Closing
-from ._redis import import_redis, redact
+from ._redis import import_redis, invalid_url
 from ._sqlite import (
     SQL_CHUNK,
     WAIT_S,
@@ -36,7 +36,7 @@ from ._sqlite import (
     immediate,
     set_commits,
 )
-from .spec import Kind, parse_spec
+from .spec import Kind, mask_credentials, parse_spec, scrub
 
 __all__ = [
     "MemoryStore",
@@ -346,10 +346,7 @@ class RedisStore(Closing):
             try:
                 client = redis.Redis.from_url(url, socket_connect_timeout=5.0, socket_timeout=30.0)
             except ValueError as exc:
-                raise ConfigurationError(
-                    f"invalid Redis URL {redact(url)!r}: {exc}; use a form such as "
-                    "redis://127.0.0.1:6379/0"
-                ) from None
+                raise invalid_url(url, exc) from None
         self.url = url
         self._client = client
         self._call(client.ping)
@@ -359,7 +356,8 @@ class RedisStore(Closing):
             return func(*args)
         except self._errors as exc:
             raise CacheError(
-                f"the Redis store at {redact(self.url)} failed: {exc}; check that the "
+                f"the Redis store at {mask_credentials(self.url)} failed: "
+                f"{scrub(str(exc), self.url)}; check that the "
                 "server runs (redis-server --port 6379 --bind 127.0.0.1) and the URL"
             ) from None
 
@@ -399,7 +397,7 @@ class RedisStore(Closing):
             self._client.close()
 
     def __repr__(self) -> str:
-        return f"RedisStore({redact(self.url)!r}, prefix={self.prefix!r})"
+        return f"RedisStore({mask_credentials(self.url)!r}, prefix={self.prefix!r})"
 
 
 class NamespacedStore:
@@ -476,13 +474,15 @@ def get_store(spec: VerbatimStore | str | os.PathLike[str] | None = None) -> Ver
     if isinstance(spec, str):
         parsed = parse_spec(spec)
         if parsed is None:
-            raise ConfigurationError(f"unknown store spec {spec!r}; use {_FORMS}")
+            raise ConfigurationError(f"unknown store spec {mask_credentials(spec)!r}; use {_FORMS}")
         if parsed.kind is Kind.MEMORY:
             return _shared_memory_store()
         if parsed.kind is Kind.REDIS:
             return RedisStore(parsed.target)
         if not parsed.target:
-            raise ConfigurationError(f"store spec {spec!r} names no file; use {_FORMS}")
+            raise ConfigurationError(
+                f"store spec {mask_credentials(spec)!r} names no file; use {_FORMS}"
+            )
         return SQLiteStore(parsed.target)
     if isinstance(spec, VerbatimStore):
         return spec
