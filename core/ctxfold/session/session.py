@@ -365,6 +365,7 @@ class Session:
                 folded = over or self._fold is not None  # there is something to recall
                 want = self._wanted(asked, share, b) if asked and folded else 0
                 compacting = over or self._view_tokens() > int(self.high_water * (b - want))
+                compacting = compacting and self._compacts(b)
                 if compacting:
                     self._memo.turn()
                 if compacting and self._fold is None:
@@ -460,6 +461,15 @@ class Session:
 
     def _upto(self) -> int:
         return self._fold.upto if self._fold else 0
+
+    def _compacts(self, budget: int) -> bool:
+        """Whether a render that would compact does: always when the history holds
+        messages the current compaction has not taken in; with nothing new (it could
+        only fold its own prefix again, a new round every render) only when the view
+        does not fit ``budget``. A function of the stored history and compactions and
+        of the call, so a reopened session renders what the live one would."""
+        upto = self._upto()
+        return open_start(self._history, upto) > upto or self._view_tokens() > budget
 
     def _view_tokens(self) -> int:
         tail = self._cum[-1] - self._cum[self._upto()]
