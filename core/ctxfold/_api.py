@@ -103,6 +103,8 @@ def condense(
         if over <= 0:
             return text
         budget -= over
+        if budget < 1:  # the framing alone passes max_tokens: no budget to try
+            break
     return fit_summary(text, max_tokens, count)
 
 

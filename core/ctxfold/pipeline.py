@@ -153,7 +153,9 @@ def compact_into(
     last try's :class:`ctxfold.BudgetError` is raised. ``fits``: what is there fits
     the budget already, so the whole budget is not tried (``None`` when no other
     room fits)."""
-    rooms = [r for r in dict.fromkeys((budget - want, budget - want // 2, budget)) if r > 0]
+    # The whole budget is always the last try (never an empty list to index).
+    rooms = [r for r in dict.fromkeys((budget - want, budget - want // 2)) if 0 < r < budget]
+    rooms.append(budget)
     for room in rooms[:-1]:
         with contextlib.suppress(BudgetError):
             return compact(room)

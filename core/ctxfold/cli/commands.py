@@ -4,7 +4,6 @@ arguments to an exit code."""
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 import time
@@ -12,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from .._json import loads as json_loads
 from ..exceptions import BudgetError
 from ..messages import Message
 from ..recall import Query
@@ -43,12 +43,13 @@ def _budget_for(spec: str, messages: Sequence[Message], counter: TokenCounter) -
                 raise ValueError
             return share_budget(messages, pct / 100, counter)
         value = int(spec)
-        if value < 0:
+        if value < 1:
             raise ValueError
         return value
     except ValueError:
         raise CliError(
-            f"--budget must be a token count (4000) or a percentage (25%), got {spec!r}"
+            f"--budget must be a positive token count (4000) or a percentage (25%), "
+            f"got {spec[:40]!r}"
         ) from None
 
 
@@ -59,8 +60,8 @@ def _parse_options(pairs: Sequence[str]) -> dict[str, Any]:
         if not sep or not key:
             raise CliError(f"--option takes KEY=VALUE, got {pair!r}")
         try:
-            options[key] = json.loads(value)
-        except json.JSONDecodeError:
+            options[key] = json_loads(value)
+        except ValueError:  # not JSON (or a number past Python's 4,300 digits): text
             options[key] = value
     return options
 

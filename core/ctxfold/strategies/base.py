@@ -98,9 +98,17 @@ class CachedOptions(SharedOptions, total=False):
 
 
 def check_budget(budget: object) -> int:
-    """Validate a token budget (an ``int`` >= 0)."""
-    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0:
-        raise ConfigurationError(f"budget must be a whole number of tokens >= 0, got {budget!r}")
+    """Validate a token budget: an ``int`` >= 1, at every entry (``compress``,
+    ``Session``, the wrappers, the CLI). Zero or less is no budget a history could be
+    compressed into, so it is a :class:`ConfigurationError` before any work; a budget
+    below what the pinned messages need is the strategy's :class:`BudgetError`."""
+    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
+        small = isinstance(budget, (int, float)) and abs(budget) < 10**15  # repr: bounded
+        shown = repr(budget) if small else f"a value of type {type(budget).__name__}"
+        raise ConfigurationError(
+            f"budget must be a positive whole number of tokens, got {shown}; pass the "
+            "tokens the history may take in the model's context (budget=4000, say)"
+        )
     return budget
 
 

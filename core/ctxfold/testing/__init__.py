@@ -379,7 +379,7 @@ class CompressorContract:
 
     def _check(self, messages: Sequence[Message], fraction: float) -> CompressionResult | None:
         cnt = get_counter(self.counter)
-        budget = int(cnt.count_messages(list(messages)) * fraction)
+        budget = max(int(cnt.count_messages(list(messages)) * fraction), 1)
         return check_invariants(self.make_compressor(), messages, budget=budget, counter=cnt)
 
     def test_contract_on_real_conversations(self) -> None:
