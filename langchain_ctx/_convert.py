@@ -34,13 +34,15 @@ _ROLE_OF = {"system": "system", "human": "user", "ai": "assistant", "tool": "too
 def snapshot(m: BaseMessage) -> tuple[Any, ...]:
     """What a follower knows a LangChain message by: its kind, id and every part the
     model sees, as they are now (an edit in place, or a replacement under the same id,
-    gives another snapshot)."""
+    gives another snapshot): an AI message's invalid tool calls too, which
+    :func:`from_langchain` sends as calls."""
     return (
         m.type,
         m.id,
         m.name,
         frozen(m.content),
         frozen(getattr(m, "tool_calls", None) or None),
+        frozen(getattr(m, "invalid_tool_calls", None) or None),
         getattr(m, "tool_call_id", None),
         frozen(m.additional_kwargs or None),
     )

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from .._json import TooDeepError
+from .._json import JSONLimitError
 from .._json import loads as json_loads
 from ..exceptions import InvalidMessageError
 from ..messages import Message, from_openai, to_openai
@@ -47,8 +47,8 @@ def _parse(path: str, text: str) -> tuple[list[Any], bool]:
     """Return the JSON values in the file and whether it was JSONL."""
     try:
         return [json_loads(text)], False
-    except TooDeepError as exc:
-        raise CliError(f"{path}: {exc}; ctxfold reads no deeper JSON") from None
+    except JSONLimitError as exc:
+        raise CliError(f"{path}: {exc}; ctxfold does not read such JSON") from None
     except json.JSONDecodeError as whole:
         values: list[Any] = []
         for n, line in enumerate(text.splitlines(), 1):
@@ -56,8 +56,10 @@ def _parse(path: str, text: str) -> tuple[list[Any], bool]:
                 continue
             try:
                 values.append(json_loads(line))
-            except TooDeepError as exc:
-                raise CliError(f"{path}, line {n}: {exc}; ctxfold reads no deeper JSON") from None
+            except JSONLimitError as exc:
+                raise CliError(
+                    f"{path}, line {n}: {exc}; ctxfold does not read such JSON"
+                ) from None
             except json.JSONDecodeError as exc:
                 err = whole if n == 1 else exc
                 where = f"line {err.lineno if n == 1 else n}, column {err.colno}"
