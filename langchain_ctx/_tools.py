@@ -14,9 +14,13 @@ __all__ = ["expand_tool"]
 
 def expand_tool(store: VerbatimStore | str | None = None, **options: Any) -> BaseTool:
     """:func:`ctxfold.expand_tool` (same ``options``: ``max_tokens``, ``counter``,
-    ``name``) as a LangChain tool, sync and async: bind it to the model beside a
-    reversible history (``model.bind_tools([expand_tool(store)])``, or
-    ``create_agent(..., tools=[...])``) so that it can read any folded original."""
+    ``name``, ``redact``) as a LangChain tool, sync and async: bind it to the model
+    beside a reversible history (``model.bind_tools([expand_tool(store)])``, or
+    ``create_agent(..., tools=[...])``) so that it can read any folded original.
+
+    Its answers mask every credential whenever ``store`` holds originals that
+    ``redact=True`` stored (the default, ``redact=None``); ``redact=False`` shows them
+    to the model even then."""
     tool = ctxfold.expand_tool(store, **options)
 
     def run(id: str, page: int = 1) -> str:

@@ -15,10 +15,14 @@ __all__ = ["as_function_tool", "expand_tool"]
 
 def expand_tool(store: VerbatimStore | str | None = None, **options: Any) -> FunctionTool:
     """:func:`ctxfold.expand_tool` (same ``options``: ``max_tokens``, ``counter``,
-    ``name``) as a LlamaIndex ``FunctionTool``, sync and async: give it to an agent
-    (``FunctionAgent(tools=[...])``) beside a reversible history so that the model can
-    read any folded original. For a :class:`CompressedChatMemory`, use its own
-    ``expand_tool()``."""
+    ``name``, ``redact``) as a LlamaIndex ``FunctionTool``, sync and async: give it to
+    an agent (``FunctionAgent(tools=[...])``) beside a reversible history so that the
+    model can read any folded original. For a :class:`CompressedChatMemory`, use its
+    own ``expand_tool()``.
+
+    Its answers mask every credential whenever ``store`` holds originals that
+    ``redact=True`` stored (the default, ``redact=None``); ``redact=False`` shows them
+    to the model even then."""
     return as_function_tool(ctxfold.expand_tool(store, **options))
 
 

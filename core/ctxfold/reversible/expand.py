@@ -15,7 +15,7 @@ from ..storage.store import NamespacedStore, VerbatimStore, get_store
 from .records import Read, load, message_from_record, tag_key
 from .redaction import unredact
 
-__all__ = ["Expansion", "expand", "uncompress"]
+__all__ = ["Expansion", "expand", "originals", "uncompress"]
 
 #: A round's tag: the whole first line of the message that carries it (see
 #: :func:`ctxfold.reversible.rounds.round_heads`); a line with more after the tag is text.
@@ -200,6 +200,13 @@ def _subsequence(msgs: Sequence[Message], ids: Sequence[str]) -> list[int] | Non
 
 
 def _expand_id(store: VerbatimStore, entry_id: str) -> str:
+    return transcript(originals(store, entry_id))
+
+
+def originals(store: VerbatimStore, entry_id: str) -> list[Message]:
+    """The messages behind one id (an ``[expand <id>]`` marker's or a ``[secret <id>]``
+    mark's: its message; a round's: the messages it hid), which :func:`expand` gives
+    as text. :class:`ExpandError` if the store lacks them."""
     entry_id = entry_id.removeprefix("[expand ").removesuffix("]").strip()
     read = load(store, [entry_id])
     _refuse_corrupt(read.corrupt)
@@ -211,7 +218,7 @@ def _expand_id(store: VerbatimStore, entry_id: str) -> str:
             "ids: Session.load(session_id, store=...).expand(id))"
         )
     if record.get("k") == "msg":
-        return transcript([message_from_record(record)])
+        return [message_from_record(record)]
     ids = record.get("hid") or []  # a round: what its output no longer shows
     read = load(store, ids)
     _refuse_corrupt(read.corrupt)
@@ -219,7 +226,7 @@ def _expand_id(store: VerbatimStore, entry_id: str) -> str:
     absent = [i for i, r in zip(ids, rows, strict=True) if r is None]
     if absent:
         raise ExpandError(f"{entry_id!r} refers to ids the store lacks: {', '.join(absent)}")
-    return transcript([message_from_record(r) for r in rows if r is not None])
+    return [message_from_record(r) for r in rows if r is not None]
 
 
 def _refuse_corrupt(ids: list[str]) -> None:

@@ -35,7 +35,15 @@ from ..storage.store import NamespacedStore, VerbatimStore
 from ..text.secrets import mask, secret_spans
 from .records import Batch, load, message_from_record, secret_key
 
-__all__ = ["REDACTED", "REDACTING_KEY", "SECRET_MARK", "holds_redacted", "redact", "unredact"]
+__all__ = [
+    "REDACTED",
+    "REDACTING_KEY",
+    "SECRET_MARK",
+    "holds_redacted",
+    "mask_message",
+    "redact",
+    "unredact",
+]
 
 #: The trace flag of a message whose credentials were masked.
 REDACTED = "redacted"
@@ -165,8 +173,9 @@ def _mask_value(value: str, mark: str, key: str | None) -> str:
     return "".join([*out, value[at:]]) if out else value
 
 
-def _masked(m: Message, mark: str) -> Message:
-    """``m`` with every credential in every field replaced by ``mark``."""
+def mask_message(m: Message, mark: str = "[secret]") -> Message:
+    """``m`` with every credential in every field the model sees replaced by ``mark``
+    (``m`` itself when it holds none)."""
     return _walk(m, _masking(mark))
 
 
@@ -204,12 +213,12 @@ def redact(messages: Sequence[Message], store: VerbatimStore) -> tuple[list[Mess
     changed: list[int] = []
     batch: Batch | None = None
     for k, m in enumerate(messages):
-        if _masked(m, "[secret]") is m:
+        if mask_message(m, "[secret]") is m:
             out.append(m)
             continue
         batch = batch or Batch(store, key=secret_key(store))
         original = batch.add_messages([m])[0]
-        out.append(_masked(m, f"[secret {original}]"))
+        out.append(mask_message(m, f"[secret {original}]"))
         changed.append(k)
     if batch is not None:
         root = _root(store)
@@ -238,6 +247,6 @@ def unredact(messages: Sequence[Message], store: VerbatimStore) -> tuple[list[Me
             missing.append(entry)
             continue
         original = message_from_record(record)
-        if _masked(original, f"[secret {entry}]").fingerprint == messages[k].fingerprint:
+        if mask_message(original, f"[secret {entry}]").fingerprint == messages[k].fingerprint:
             out[k] = replace(original, metadata=messages[k].metadata)
     return out, list(dict.fromkeys(missing))

@@ -18,11 +18,12 @@ from typing import Any
 from .._json import loads as json_loads
 from ..contract import CounterSpec
 from ..exceptions import ConfigurationError, ExpandError
-from ..messages import Message, ToolCall
+from ..messages import Message, ToolCall, transcript
 from ..storage.store import VerbatimStore, get_store
 from ..text.secrets import mask
 from ..tokens import get_counter
-from .expand import expand
+from .expand import originals
+from .redaction import holds_redacted, mask_message
 
 __all__ = ["ExpandTool", "expand_tool"]
 
@@ -35,6 +36,7 @@ DESCRIPTION = (
 )
 _MIN_PAGE = 64  # tokens: a smaller page would not hold a useful excerpt
 _MAX_ID = 200  # characters: ids are 12-64 digits; "[expand <id>]" with room to spare
+_ECHO = 12  # tokens: the most of a bad call an answer repeats (its advice must fit too)
 
 
 def _repr(value: object) -> str:
@@ -42,11 +44,6 @@ def _repr(value: object) -> str:
         return repr(value)
     except ValueError:  # an integer too long to write out
         return f"a {type(value).__name__} too long to show"
-
-
-def _short(text: str, limit: int = 80) -> str:
-    """``text`` as echoed back to the model: at most ``limit`` characters."""
-    return text if len(text) <= limit else f"{text[: limit - 3]}..."
 
 
 class ExpandTool:
@@ -66,7 +63,11 @@ class ExpandTool:
         counter: how tokens are counted (any :func:`ctxfold.get_counter` spec).
         name: the tool's name as the model sees it.
         redact: mask credentials in every answer (as ``redact=True`` masked them in
-            the history), so the model never reads one back.
+            the history), so the model never reads one back. ``None`` (the default):
+            whenever the store holds originals that ``redact=True`` stored (it says so
+            in the store, see :func:`ctxfold.reversible.redaction.holds_redacted`),
+            checked at each call; ``False`` never masks, even then (only for a model
+            that may read the credentials the history hid from it).
     """
 
     def __init__(
@@ -76,7 +77,7 @@ class ExpandTool:
         max_tokens: int = 4000,
         counter: CounterSpec = None,
         name: str = "expand",
-        redact: bool = False,
+        redact: bool | None = None,
     ) -> None:
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int):
             raise ConfigurationError(f"max_tokens must be an integer, got {max_tokens!r}")
@@ -84,9 +85,10 @@ class ExpandTool:
             raise ConfigurationError(f"max_tokens must be at least {_MIN_PAGE}, got {max_tokens}")
         if not isinstance(name, str) or not name.strip():
             raise ConfigurationError(f"name must be a non-empty string, got {name!r}")
-        if not isinstance(redact, bool):
-            raise ConfigurationError(f"redact must be True or False, got {redact!r}")
+        if redact is not None and not isinstance(redact, bool):
+            raise ConfigurationError(f"redact must be True, False or None, got {redact!r}")
         self.redact = redact
+        self._holds_redacted = False  # once the store says so, it always will
         self.store = get_store(store)
         self.max_tokens = max_tokens
         self.counter = get_counter(counter)
@@ -136,24 +138,31 @@ class ExpandTool:
         within ``max_tokens``, whatever it is given."""
         return self._within(self._answer(id, page))
 
+    def redacts(self) -> bool:
+        """Whether answers are masked now: ``redact`` if given, else whether the store
+        holds originals that ``redact=True`` stored."""
+        if self.redact is not None:
+            return self.redact
+        self._holds_redacted = self._holds_redacted or holds_redacted(self.store)
+        return self._holds_redacted
+
     def _answer(self, id: str, page: int) -> str:
         if not isinstance(id, str) or not id.strip():
             return "Pass the id from a '[ctxfold round <id>...]' line or an '[expand <id>]' marker."
         if isinstance(page, bool) or not isinstance(page, int) or page < 1:
-            return f"page must be a whole number from 1 up, not {_short(_repr(page))}."
-        if len(id) > _MAX_ID:  # no id is that long: never echo or look up a flood
-            return f"{_short(id.strip())} is no id; pass one from a marker or a round's tag."
+            return f"page must be a whole number from 1 up, not {self._echo(_repr(page))}."
+        if len(id) > _MAX_ID or not id.isascii():  # no id is: never echo or look up a flood
+            return f"{self._echo(id.strip())} is no id; pass one from a marker or a round's tag."
         try:
-            text = expand(id, store=self.store)
+            text = self._text(id.strip())
         except ExpandError as exc:
             return f"{exc}."
-        if self.redact:
-            text = mask(text)
+        shown = self._echo(id.strip())
         if not text:
-            return f"{id.strip()} hid no messages; expand the [expand <id>] markers instead."
+            return f"{shown} hid no messages; expand the [expand <id>] markers instead."
         pages = self._pages(text)
         if page > len(pages):
-            return f"{id.strip()} has {len(pages)} page(s); ask for one from 1 to {len(pages)}."
+            return f"{shown} has {len(pages)} page(s); ask for one from 1 to {len(pages)}."
         if len(pages) == 1:
             return pages[0]
         more = f"; call {self.name}(id, page={page + 1}) for more" if page < len(pages) else ""
@@ -161,16 +170,31 @@ class ExpandTool:
         sep = "" if text.endswith("\n") else "\n"
         return f"{text}{sep}[page {page} of {len(pages)}{more}]"
 
-    def _within(self, text: str) -> str:
-        """``text``, cut to ``max_tokens`` if it is over (a page always fits; an
-        answer about a bad call may echo what it was given)."""
-        count, limit = self.counter.count_text, self.max_tokens
+    def _text(self, id: str) -> str:
+        """The originals behind ``id`` as text; when redacting, masked field by field
+        (a credential inside JSON's escapes too), then as text."""
+        found = originals(self.store, id)
+        if not self.redacts():
+            return transcript(found)
+        return mask(transcript([mask_message(m) for m in found]))
+
+    def _within(self, text: str, limit: int | None = None, end: str = " [cut]") -> str:
+        """``text``, its head cut to ``limit`` tokens (default ``max_tokens``) with
+        ``end`` if it is over, counted with the tool's counter: every answer leaves
+        through here (a page always fits; an answer about a bad call echoes some of
+        it)."""
+        count = self.counter.count_text
+        limit = self.max_tokens if limit is None else limit
         if count(text) <= limit:
             return text
         n = 4 * limit
-        while count(cut := f"{text[:n]} [cut]") > limit:
+        while n and count(f"{text[:n]}{end}") > limit:
             n = n * 3 // 4
-        return cut
+        return f"{text[:n]}{end}"
+
+    def _echo(self, text: str) -> str:
+        """``text`` as an answer repeats it: at most a few tokens of it."""
+        return self._within(text, _ECHO, "...")
 
     async def acall(self, id: str, page: int = 1) -> str:
         """:meth:`__call__` in a worker thread (the store may do I/O)."""
@@ -178,24 +202,27 @@ class ExpandTool:
 
     def answer(self, call: ToolCall | Mapping[str, Any]) -> Message:
         """The tool-result message for the model's call (a :class:`ctxfold.ToolCall`
-        or an OpenAI ``tool_calls`` entry): role ``tool``, answering its id."""
-        call_id: str | None
+        or an OpenAI ``tool_calls`` entry): role ``tool``, answering its id (``None``
+        when the call's id is not a string), its text within ``max_tokens``."""
+        call_id: Any
         arguments: Any
         if isinstance(call, ToolCall):
             call_id, arguments = call.id, call.arguments
         else:
-            function = call.get("function", {})
-            call_id, arguments = call.get("id"), function.get("arguments", "{}")
+            function = call.get("function") if isinstance(call, Mapping) else None
+            call_id = call.get("id") if isinstance(call, Mapping) else None
+            arguments = function.get("arguments", "{}") if isinstance(function, Mapping) else None
         try:
             args = json_loads(arguments) if isinstance(arguments, str) else dict(arguments)
         except (ValueError, TypeError):
             args = None
         if not isinstance(args, dict):
-            shown = _short(_repr(arguments))
+            shown = self._echo(_repr(arguments))
             text = f'The arguments must be a JSON object like {{"id": "..."}}, not {shown}.'
         else:
             text = self(args.get("id", ""), args.get("page", 1))
-        return Message("tool", text, tool_call_id=call_id)
+        tool_call_id = call_id if isinstance(call_id, str) else None
+        return Message("tool", self._within(text), tool_call_id=tool_call_id)
 
     def _pages(self, text: str) -> list[str]:
         """``text`` cut at line ends into pages that fit ``max_tokens`` with their
@@ -220,7 +247,9 @@ class ExpandTool:
         return pages
 
     def __repr__(self) -> str:
-        return f"ExpandTool(store={self.store!r}, max_tokens={self.max_tokens})"
+        return (
+            f"ExpandTool(store={self.store!r}, max_tokens={self.max_tokens}, redact={self.redact})"
+        )
 
 
 def _pieces(text: str, count: Any, limit: int) -> list[str]:
@@ -244,9 +273,10 @@ def expand_tool(
     max_tokens: int = 4000,
     counter: CounterSpec = None,
     name: str = "expand",
-    redact: bool = False,
+    redact: bool | None = None,
 ) -> ExpandTool:
     """An :class:`ExpandTool` over ``store``: give it to the model beside a reversible
     history so that it can read any folded original in full (``redact``: with every
-    credential masked)."""
+    credential masked; by default whenever the store holds originals ``redact=True``
+    stored, ``False`` to opt out)."""
     return ExpandTool(store, max_tokens=max_tokens, counter=counter, name=name, redact=redact)

@@ -7,10 +7,13 @@ import json
 import re
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import ctxfold
 from conftest import example_conversations
-from ctxfold import MemoryStore, ToolCall, get_counter
+from ctxfold import MemoryStore, Message, ToolCall, get_counter
+from ctxfold.storage import SQLiteStore
 
 COUNTER = get_counter("o200k_base")
 MARKER = re.compile(r"\[expand ([0-9a-f]{10,64})\]")
@@ -177,3 +180,144 @@ def test_llamaindex_tool_answers_a_call(folded):
     out = tool.call(id=result.round_id)
     assert out.content == ctxfold.expand_tool(store)(result.round_id)
     assert asyncio.run(tool.acall(id=result.round_id, page=1)).content == out.content
+
+
+# ----------------------------------------------- answers bounded whatever they are
+
+_FLOODS = st.sampled_from(
+    ["😀" * 1000, "東京" * 20_000, "x" * 100_000, "[" * 5000 + "]" * 5000, "\x00\u2028\ud800" * 300]
+)
+_IDS = st.one_of(
+    st.text(max_size=300),
+    _FLOODS,
+    st.integers(min_value=-(10**4000), max_value=10**4000),
+    st.floats(allow_nan=True),
+    st.none(),
+    st.lists(st.integers(), max_size=3),
+    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+    st.just("[expand " + "😀" * 150 + "]"),
+    st.just("9" * 64),
+    st.just("🔑" * 200),
+)
+_ARGUMENTS = st.one_of(
+    st.fixed_dictionaries({"id": _IDS}).map(json.dumps),
+    st.fixed_dictionaries({"id": _IDS, "page": _IDS}).map(json.dumps),
+    _FLOODS,
+    st.text(max_size=200),
+    st.integers(min_value=1, max_value=200).map(lambda n: '{"id": ' * n + "1" + "}" * n),
+)
+_CALLS = st.one_of(
+    st.builds(lambda a: ToolCall("c1", "expand", a), _ARGUMENTS),
+    st.builds(lambda a: {"id": "c1", "function": {"arguments": a}}, _ARGUMENTS),
+    st.builds(lambda i, f: {"id": i, "function": f}, _IDS, st.one_of(_IDS, _ARGUMENTS)),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_CALLS, st.sampled_from(["o200k_base", "cl100k_base", "len"]))
+def test_every_answer_fits_max_tokens_counted_with_the_tools_counter(folded, call, counter):
+    """Emoji, CJK, 100 KB strings, deeply nested JSON, ids and pages of every shape,
+    calls of any shape: never an exception, never over ``max_tokens``."""
+    _, _, store = folded
+    tool = ctxfold.expand_tool(store, max_tokens=64, counter=len if counter == "len" else counter)
+    reply = tool.answer(call)
+    assert reply.role == "tool" and tool.counter.count_text(reply.text) <= 64, reply.text[:200]
+
+
+def test_an_answer_to_a_flood_of_emoji_fits():
+    """The reproducer: 1,000 emoji as arguments were answered with 93 tokens at
+    max_tokens=64 (the echo of the arguments was cut at 80 characters, not tokens,
+    and that answer never went through the bound)."""
+    tool = ctxfold.expand_tool(MemoryStore(), max_tokens=64)
+    for call in (
+        ToolCall("c1", "expand", "😀" * 1000),
+        {"id": "c1", "function": {"arguments": "😀" * 1000}},
+    ):
+        text = tool.answer(call).text
+        assert COUNTER.count_text(text) <= 64 and "JSON object" in text
+
+
+# ------------------------------------------------- redacting by default, wrappers
+
+
+def _redacted_history(store):
+    """A history compressed with ``redact=True`` into ``store``: the ids in its marks,
+    and the credentials it held."""
+    secret, escaped = "sk-proj-4fJ9kL2mN8pQ1rS5tU7vW3xY6zA0bC2dE4fG6hI8jK0lM2nO", "Xy9kLm3pQr8s7tZ"
+    call = ToolCall("c1", "bash", json.dumps({"command": f'export API_KEY="{escaped}"'}))
+    msgs = [
+        Message("user", "Set up the deploy."),
+        Message("assistant", None, tool_calls=(call,)),
+        Message("tool", f"OPENAI_API_KEY={secret}", tool_call_id="c1"),
+    ]
+    result = ctxfold.compress(msgs, budget=100_000, redact=True, store=store)
+    seen = json.dumps(result.to_openai())
+    ids = re.findall(r"\[secret (\d+)\]", seen)
+    assert len(set(ids)) == 2 and secret not in seen and escaped not in seen
+    return sorted(set(ids)), (secret, escaped)
+
+
+def _leaks(answer: str, secrets: tuple[str, ...]) -> list[str]:
+    return [s for s in secrets if s in answer]
+
+
+def test_the_expand_tool_masks_by_default_where_originals_were_redacted():
+    """The reproducer: the tool defaulted to ``redact=False``, so the id in a
+    ``[secret N]`` mark gave the model the raw key. A credential inside a JSON
+    argument's escapes (``API_KEY=\\"...\\"``) is masked too."""
+    store = MemoryStore()
+    assert not ctxfold.expand_tool(store).redacts()  # nothing redacted yet
+    ids, secrets = _redacted_history(store)
+    tool = ctxfold.expand_tool(store)
+    assert tool.redact is None and tool.redacts()
+    for entry in ids:
+        answer = tool(entry)
+        assert "[secret]" in answer and not _leaks(answer, secrets), answer
+    opted_out = ctxfold.expand_tool(store, redact=False)  # documented: shows them
+    assert set(secrets) <= {s for e in ids for s in secrets if s in opted_out(e)}
+    with pytest.raises(ctxfold.ConfigurationError, match="redact"):
+        ctxfold.expand_tool(store, redact="yes")
+
+
+def test_a_tool_made_before_the_first_redaction_masks_after_it(tmp_path):
+    store = SQLiteStore(tmp_path / "s.db")
+    tool = ctxfold.expand_tool(store)
+    assert not tool.redacts()
+    ids, secrets = _redacted_history(store)
+    assert not [e for e in ids if _leaks(tool(e), secrets)]
+    reopened = ctxfold.expand_tool(SQLiteStore(tmp_path / "s.db"))  # the store says so
+    assert not [e for e in ids if _leaks(reopened(e), secrets)]
+
+
+def test_a_session_in_a_namespace_marks_the_store_it_lies_in():
+    store = MemoryStore()
+    session = ctxfold.Session("s1", budget=100_000, store=store, redact=True)
+    session.add([Message("user", "GITHUB_TOKEN=ghp_R8sT2uV4wX6yZ8aB0cD2eF4gH6iJ8kL0mN2o")])
+    assert ctxfold.expand_tool(store).redacts()
+
+
+def test_the_langchain_tool_masks_by_default():
+    from langchain_ctx import expand_tool
+
+    store = MemoryStore()
+    ids, secrets = _redacted_history(store)
+    tool = expand_tool(store)
+    for entry in ids:
+        answer = tool.invoke({"id": entry})
+        assert not _leaks(answer, secrets) and "[secret]" in answer
+        later = asyncio.run(tool.ainvoke({"id": entry}))
+        assert later == answer
+    assert _leaks(expand_tool(store, redact=False).invoke({"id": ids[0]}), secrets)
+
+
+def test_the_llamaindex_tool_masks_by_default():
+    from llamaindex_ctx import expand_tool
+
+    store = MemoryStore()
+    ids, secrets = _redacted_history(store)
+    tool = expand_tool(store)
+    for entry in ids:
+        answer = tool.call(id=entry).content
+        assert not _leaks(answer, secrets) and "[secret]" in answer
+        assert asyncio.run(tool.acall(id=entry)).content == answer
+    assert _leaks(expand_tool(store, redact=False).call(id=ids[0]).content, secrets)
