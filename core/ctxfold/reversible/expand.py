@@ -62,10 +62,19 @@ def expand(
     process's). A session writes in its own part of its store: its renders find it
     given the store's spec; its messages alone or its ids need
     :meth:`ctxfold.Session.expand` (or ``Session.load(id, store=...).expand``).
+
+    A message that starts with a round's tag is that round's only when its metadata
+    or the store says so (see :func:`_written`). A tag the store knows nothing of is
+    reported ``missing`` when the messages came through a wire format (their
+    metadata lost: a round of another store, or a session's); in a
+    :class:`CompressionResult`, whose own notes carry their metadata, it is text
+    (a user's message that starts with a tag leaves the expansion complete).
     """
     st = _store_of(target, store)
     if isinstance(target, str):
         return _expand_id(st, target.strip())
+    # A result's own messages keep their metadata: a round's message says so itself.
+    kept_meta = isinstance(target, CompressionResult)
     msgs = list(target.messages) if isinstance(target, CompressionResult) else as_messages(target)
     msgs = without_recall(msgs)  # a recall block quotes the history: it is no part of it
     missing: list[str] = []
@@ -73,13 +82,14 @@ def expand(
     rounds = 0
     done: set[str] = set()  # rounds undone, or known to be missing
     rounds_read: dict[str, Read] = {}  # each round's record is read once
-    while (undone := _undo_newest(st, msgs, done, missing, corrupt, rounds_read)) is not None:
+    seen = (done, missing, corrupt, rounds_read)
+    while (undone := _undo_newest(st, msgs, *seen, kept_meta=kept_meta)) is not None:
         msgs = undone
         rounds += 1
     for m in msgs:  # rounds whose output is not all here any more
         match = _round_of(m)
         rid = match.group(1) if match else None
-        if rid and rid not in done and _written(st, m, rounds_read.get(rid)):
+        if rid and rid not in done and _written(st, m, rounds_read.get(rid), kept_meta):
             missing.append(rid)
     msgs, lost = unredact(msgs, st)  # credentials masked on the way in: put back
     missing += lost
@@ -108,11 +118,13 @@ def _undo_newest(
     missing: list[str],
     corrupt: list[str],
     rounds_read: dict[str, Read],
+    *,
+    kept_meta: bool,
 ) -> list[Message] | None:
     """``msgs`` with one round undone: the newest one whose output is all here (a round
     whose tag is part of another round's output is older: that one goes first); None
     when no round can be undone. Rounds found missing go to ``done`` and ``missing``
-    (or ``corrupt``)."""
+    (or ``corrupt``). ``kept_meta``: see :func:`_written`."""
     found: list[tuple[int, str, dict[str, Any]]] = []
     for pos, m in enumerate(msgs):
         match = _round_of(m)
@@ -123,7 +135,7 @@ def _undo_newest(
             rounds_read[rid] = load(store, [rid])
         read = rounds_read[rid]
         record = read.records[0]
-        if not _written(store, m, read):
+        if not _written(store, m, read, kept_meta):
             continue  # text that only looks like a tag (a user's, say): left as it is
         if record is None or record.get("k") != "round":
             done.add(rid)
@@ -166,13 +178,16 @@ def _round_of(m: Message) -> re.Match[str] | None:
     return _ROUND.match(m.text) if m.role != "tool" else None
 
 
-def _written(store: VerbatimStore, m: Message, read: Read | None) -> bool:
+def _written(store: VerbatimStore, m: Message, read: Read | None, kept_meta: bool) -> bool:
     """Whether ``m``, whose first line is the tag of a round whose record ``read``
     holds, is that round's own message: its metadata says so, or (its metadata lost
     on the way through a wire format) the store names it, by its fingerprint, as the
-    message that carries the round's tag (for a round stored before that was kept,
-    or one this store lacks: any message but a tool's). A copy of the tag in another
-    message is text, never spliced."""
+    message that carries the round's tag (for a round stored before that was kept:
+    any message but a tool's). For a round the store lacks, the message is taken for
+    its own (to be reported missing) only when its metadata may have been lost: not
+    with ``kept_meta`` (a :class:`CompressionResult`'s messages), where a tag nothing
+    vouches for is text. A copy of the tag in another message is text, never
+    spliced."""
     match = _ROUND.match(m.text)
     if match is None:
         return False
@@ -180,7 +195,7 @@ def _written(store: VerbatimStore, m: Message, read: Read | None) -> bool:
     if isinstance(meta, Mapping) and meta.get("round") == match.group(1):
         return True
     if read is None or read.records[0] is None:
-        return True  # the store lacks the round: it is reported missing
+        return not kept_meta  # the store lacks the round: missing, unless text
     carrier = store.get_many([tag_key(match.group(1))])[0]
     return carrier is None or carrier == m.fingerprint.encode("ascii")
 
