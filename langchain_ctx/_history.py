@@ -12,6 +12,7 @@ from langchain_core.messages import BaseMessage
 from typing_extensions import Unpack
 
 from ctxfold.session import CompactionOptions, Follower, Session
+from ctxfold.session.follow import store_for
 from ctxfold.storage import VerbatimStore
 
 from ._convert import from_langchain, snapshot, to_langchain
@@ -41,8 +42,16 @@ class CompressedChatMessageHistory(BaseChatMessageHistory):
 
     ``session_id`` and ``store`` name where the session keeps its compactions: with a
     persistent store (``"sqlite:///path.db"``, a Redis URL) and the same id, a new
-    process takes up where the last one stopped. The other settings are those of
-    :class:`ctxfold.Session`.
+    process takes up where the last one stopped. With neither, the session is the
+    history object's own (a memory store freed with it), so one made per request
+    leaves nothing behind; with an id alone, it is in the process's memory store for
+    the life of the process. The other settings are those of :class:`ctxfold.Session`.
+
+    Two histories on one session id and store (two workers on one conversation) may
+    both write it: a read that finds the other wrote first reads the session again
+    from the store and tries once more (see :class:`ctxfold.session.Follower`); a
+    second conflict in a row raises :class:`ctxfold.exceptions.ConcurrentWriteError`, nothing
+    lost, and the next read tries again.
     """
 
     def __init__(
@@ -55,7 +64,9 @@ class CompressedChatMessageHistory(BaseChatMessageHistory):
         **options: Unpack[CompactionOptions],
     ) -> None:
         self.history = _in_memory() if history is None else history
-        self.session = Session(session_id, budget=budget, store=store, **options)
+        self.session = Session(
+            session_id, budget=budget, store=store_for(session_id, store), **options
+        )
         self._follower = Follower(self.session, from_langchain, key=snapshot)
 
     @property

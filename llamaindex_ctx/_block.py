@@ -13,6 +13,7 @@ from ctxfold import BudgetError
 from ctxfold.messages import transcript
 from ctxfold.recall import default_query
 from ctxfold.session import Session
+from ctxfold.session.follow import store_for
 
 from ._convert import from_llamaindex
 
@@ -27,7 +28,8 @@ class CompressedHistoryBlock(BaseMemoryBlock[str]):
 
     ``Memory.from_defaults(memory_blocks=[CompressedHistoryBlock(token_limit=800)])``.
     ``strategy`` and ``counter`` are those of :class:`ctxfold.Session`; ``store`` where
-    it keeps the originals. ``priority`` is 1 (LlamaIndex's 0 would mean never
+    it keeps the originals (by default a memory store of the block's own, freed with
+    it). ``priority`` is 1 (LlamaIndex's 0 would mean never
     truncated): when the blocks and the short-term history pass ``Memory``'s
     ``token_limit``, the block renders again within the tokens it may keep.
     """
@@ -48,7 +50,10 @@ class CompressedHistoryBlock(BaseMemoryBlock[str]):
         """Fields as above; settings are checked here (``ctxfold.ConfigurationError``)."""
         super().__init__(**data)
         self._session = Session(
-            budget=self.token_limit, strategy=self.strategy, counter=self.counter, store=self.store
+            budget=self.token_limit,
+            strategy=self.strategy,
+            counter=self.counter,
+            store=store_for(None, self.store),
         )
 
     @property

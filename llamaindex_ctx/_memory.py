@@ -14,6 +14,7 @@ from pydantic import ConfigDict, Field, PrivateAttr
 
 from ctxfold import BudgetError, Message
 from ctxfold.session import Follower, Session
+from ctxfold.session.follow import store_for
 
 from ._convert import from_llamaindex, snapshot, to_llamaindex
 from ._tools import as_function_tool
@@ -36,7 +37,12 @@ class CompressedChatMemory(BaseChatStoreMemory):
     :class:`ctxfold.Session`,
     checked when the memory is made; ``session_id``
     and ``store`` name where the session keeps its compactions (a persistent store and
-    the same id let a new process take up where the last one stopped).
+    the same id let a new process take up where the last one stopped). With neither,
+    the session is the memory's own (a memory store freed with it): a memory made per
+    request leaves nothing behind, and the next one reads the history from
+    ``chat_store``. Two memories on one session id and store may both write it: a read
+    that finds the other wrote first reads the session again and tries once more; a
+    second conflict in a row raises :class:`ctxfold.exceptions.ConcurrentWriteError`.
 
     Works as ``memory=`` of ``SimpleChatEngine``, ``CondensePlusContextChatEngine``,
     ``FunctionAgent`` and ``AgentWorkflow``. Built on LlamaIndex's
@@ -68,7 +74,7 @@ class CompressedChatMemory(BaseChatStoreMemory):
             budget=self.token_limit,
             strategy=self.strategy,
             counter=self.counter,
-            store=self.store,
+            store=store_for(self.session_id, self.store),
             cache_stable=self.cache_stable,
             low_water=self.low_water,
             high_water=self.high_water,

@@ -1,9 +1,10 @@
 """A session that follows a message list kept elsewhere (a framework's chat history, a
 chat store, an agent's checkpointed state): each read adds to the session what is new
 in the list, renders once per change, and starts over when the list was changed
-otherwise (cleared, edited); and the split of a render into what stands for the older
-messages, the list's own newest items and the recall block, so that a wrapper sends
-its framework's own objects for the part that is unchanged."""
+otherwise (cleared, edited), taking up what another writer of the same session wrote
+first; and the split of a render into what stands for the older messages, the list's
+own newest items and the recall block, so that a wrapper sends its framework's own
+objects for the part that is unchanged."""
 
 from __future__ import annotations
 
@@ -13,16 +14,18 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from ..exceptions import CorruptRecordError
+from ..exceptions import ConcurrentWriteError, CorruptRecordError
 from ..messages import Message
 from ..recall import Query
 from ..result import RECALL_KEY, CompressionResult, without_recall
-from .session import Session
+from ..storage.store import MemoryStore, VerbatimStore
+from .session import Session, _session_store
 
-__all__ = ["Followed", "Follower", "frozen"]
+__all__ = ["Followed", "Follower", "frozen", "store_for"]
 
 T = TypeVar("T")
 U = TypeVar("U")
+R = TypeVar("R")
 
 
 def frozen(value: Any) -> Hashable:
@@ -32,6 +35,20 @@ def frozen(value: Any) -> Hashable:
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
     return json.dumps(value, sort_keys=True, default=repr, ensure_ascii=False)
+
+
+def store_for(
+    session_id: str | None, store: VerbatimStore | str | None
+) -> VerbatimStore | str | None:
+    """The store a wrapper's session keeps its records in: ``store`` when given, the
+    process's shared one (``None``) for a named session, and for one named by neither
+    (a new random id, which nothing can reopen) a memory store of its own, freed with
+    the wrapper: a wrapper made per request must not leave its session behind. It
+    signs and keys with the process's key, as the shared store does, so its output is
+    what the shared store's would be."""
+    if store is None and session_id is None:
+        return MemoryStore(key=_session_store().key)
+    return store
 
 
 @dataclass(frozen=True)
@@ -77,7 +94,14 @@ class Follower(Generic[T]):
 
     A session whose store already holds messages (a persistent store reopened) is
     taken up on the first read when the list begins with exactly those messages;
-    :meth:`resume` takes up a compaction record kept beside the list."""
+    :meth:`resume` takes up a compaction record kept beside the list.
+
+    Another writer of the same session (a second follower on the same id and store,
+    in this process or another) may write first: a read that meets
+    :class:`ctxfold.exceptions.ConcurrentWriteError` reads the session again from its
+    store, takes up what it holds as on a first read, and tries once more; only a
+    second conflict in a row reaches the caller (a ``ConcurrentWriteError`` that says
+    what to do). Nothing either writer wrote is lost."""
 
     def __init__(
         self,
@@ -138,19 +162,22 @@ class Follower(Generic[T]):
         """The session's render once it holds ``items`` (see the class), for
         ``query`` (see :meth:`Session.render`)."""
         with self._lock:
-            if self._keys is None:
-                self._take_up(items)
-            if not self.holds_start_of(items):
-                self._start_over()
-            keys = self._keys if self._keys is not None else []
-            if len(items) > len(keys):
-                new = items[len(keys) :]
-                self.session.add(self._convert(new))
-                keys += self._keys_of(new)
-                self._keys, self._cached = keys, None
-            if self._cached is None or self._cached[0] != (budget, query):
-                self._cached = ((budget, query), self.session.render(budget, query=query))
-            return self._cached[1]
+            return self._retried(lambda: self._render(items, budget, query))
+
+    def _render(self, items: Sequence[T], budget: int | None, query: Query) -> CompressionResult:
+        if self._keys is None:
+            self._take_up(items)
+        if not self.holds_start_of(items):
+            self._start_over()
+        keys = self._keys if self._keys is not None else []
+        if len(items) > len(keys):
+            new = items[len(keys) :]
+            self.session.add(self._convert(new))
+            keys += self._keys_of(new)
+            self._keys, self._cached = keys, None
+        if self._cached is None or self._cached[0] != (budget, query):
+            self._cached = ((budget, query), self.session.render(budget, query=query))
+        return self._cached[1]
 
     def follow(
         self, items: Sequence[T], budget: int | None = None, *, query: Query = None
@@ -169,7 +196,37 @@ class Follower(Generic[T]):
     def clear(self) -> None:
         """Start the session over (the list was cleared)."""
         with self._lock:
-            self._start_over()
+            self._retried(self._start_over)
+
+    def _retried(self, write: Callable[[], R]) -> R:
+        """``write()``; when another writer wrote the session first, the session read
+        again from its store and ``write()`` once more (see the class)."""
+        try:
+            return write()
+        except ConcurrentWriteError:
+            self._reload()
+        try:
+            return write()
+        except ConcurrentWriteError as exc:
+            raise ConcurrentWriteError(
+                f"session {self.session.session_id!r}: another writer wrote it again while "
+                "this one took up its last write; nothing of this write was stored and "
+                "the next read tries again. Writers of one session must take turns: "
+                "serialize them (one worker per conversation at a time), or give each "
+                "its own session_id"
+            ) from exc
+
+    def _reload(self) -> None:
+        """The session read again from its store, to be taken up as on a first read.
+        The log is read in two steps (messages, then compactions), so a read racing
+        another writer can meet a compaction that covers messages stored after it
+        read them, a :class:`CorruptRecordError`: it reads once more, and a record
+        damaged in the store is still one."""
+        try:
+            self.session.reload()
+        except CorruptRecordError:
+            self.session.reload()
+        self._keys, self._cached = None, None
 
     def _start_over(self) -> None:
         self.session.clear()

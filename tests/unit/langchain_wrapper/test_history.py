@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import warnings
+import weakref
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
 from langchain_core._api import LangChainDeprecationWarning
+from langchain_core.chat_history import BaseChatMessageHistory, InMemoryChatMessageHistory
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
@@ -16,6 +20,7 @@ from langchain_core.runnables import RunnableLambda
 from langchain_core.runnables.history import RunnableWithMessageHistory
 
 import ctxfold
+from ctxfold.exceptions import ConcurrentWriteError
 from ctxfold.storage import MemoryStore
 from ctxfold.validity import turn_order_problems
 from langchain_ctx import CompressedChatMessageHistory, from_langchain
@@ -178,3 +183,102 @@ def test_an_earlier_message_edited_or_replaced_is_read_again() -> None:
     assert history.messages[1].content == "Noted, card on file."
     inner.messages[-1].content = "Edited last."  # the last message object, in place
     assert history.messages[-1].content == "Edited last."
+
+
+# ---------------------------------------------------------------- two writers, one session
+
+
+def _shared_inner() -> BaseChatMessageHistory:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LangChainDeprecationWarning)
+        return InMemoryChatMessageHistory()
+
+
+def _stored(session_id: str, store: str) -> list[str]:
+    """The texts of the history stored under ``session_id``: what the store holds."""
+    return [m.text for m in ctxfold.Session.load(session_id, store=store).history]
+
+
+def test_two_histories_on_one_session_take_up_each_others_writes(tmp_path: Path) -> None:
+    """Two workers, one conversation: the same wrapped history, session id and SQLite
+    file. Whoever writes second reads the session again from the store and writes
+    what is new; it never stays stuck on ConcurrentWriteError (issue 47, item 12)."""
+    store, inner = f"sqlite:///{tmp_path}/sessions.db", _shared_inner()
+    a = CompressedChatMessageHistory(inner, budget=600, session_id="u1", store=store)
+    b = CompressedChatMessageHistory(inner, budget=600, session_id="u1", store=store)
+    for k in range(6):
+        writer, reader = (a, b) if k % 2 == 0 else (b, a)
+        writer.add_messages(_turn(k))
+        seen = writer.messages
+        assert reader.messages == seen  # the other's writes included, every time
+    assert [m.content for m in a.messages] == [m.content for m in b.messages]
+    assert _stored("u1", store) == [m.text for m in from_langchain(inner.messages)]
+    assert len(a.session.history) == len(b.session.history) == 12
+
+
+def test_a_second_conflict_in_a_row_says_what_to_do(tmp_path: Path) -> None:
+    """A writer that meets another's write retries once; another write in between
+    (here: made while it reads the session again) reaches the caller as a
+    ConcurrentWriteError saying what to do, nothing lost, and the next read works."""
+    store, inner = f"sqlite:///{tmp_path}/sessions.db", _shared_inner()
+    a = CompressedChatMessageHistory(inner, budget=600, session_id="u1", store=store)
+    b = CompressedChatMessageHistory(inner, budget=600, session_id="u1", store=store)
+    inner.add_messages(_turn(0))
+    a.messages  # noqa: B018 - a writes the first turn
+    reload = b.session.reload
+
+    def other_writer_meanwhile() -> None:
+        reload()
+        inner.add_messages(_turn(1))
+        a.messages  # noqa: B018 - a writes again before b's retry
+
+    b.session.reload = other_writer_meanwhile  # type: ignore[method-assign]
+    inner.add_messages([HumanMessage("and b's own question?")])
+    with pytest.raises(ConcurrentWriteError, match="take turns") as raised:
+        b.messages  # noqa: B018
+    assert "session_id" in str(raised.value)
+    b.session.reload = reload  # type: ignore[method-assign]
+    assert [m.content for m in b.messages] == [m.content for m in inner.messages]
+    assert _stored("u1", store) == [m.text for m in from_langchain(inner.messages)]
+
+
+def test_two_threads_racing_on_one_session_lose_nothing(tmp_path: Path) -> None:
+    """Two threads, each its own history object over one wrapped history and one
+    SQLite session, adding and reading 15 turns each: every read either succeeds or
+    says what to do, and at the end both views and the store hold every message."""
+    store, inner = f"sqlite:///{tmp_path}/sessions.db", _shared_inner()
+    histories = [
+        CompressedChatMessageHistory(inner, budget=600, session_id="u1", store=store)
+        for _ in range(2)
+    ]
+    conflicts: list[str] = []
+
+    def work(mine: CompressedChatMessageHistory, offset: int) -> None:
+        for k in range(15):
+            mine.add_messages(_turn(offset + k))
+            try:
+                mine.messages  # noqa: B018
+            except ConcurrentWriteError as exc:
+                conflicts.append(str(exc))
+
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(work, histories, (0, 100)))
+    assert all("take turns" in c for c in conflicts)
+    views = [[m.content for m in h.messages] for h in histories]
+    assert views[0] == views[1] and views[0][-1] == inner.messages[-1].content
+    assert len(inner.messages) == 60
+    assert _stored("u1", store) == [m.text for m in from_langchain(inner.messages)]
+
+
+def test_a_history_made_per_request_leaves_no_session_behind() -> None:
+    """Without a session id or a store, the session is the history object's own: a
+    history made per request (as RunnableWithMessageHistory's factory does) is freed
+    whole with it, nothing kept in a process-wide store (issue 47, item 15)."""
+    inner = _shared_inner()
+    inner.add_messages([m for k in range(6) for m in _turn(k)])
+    h = CompressedChatMessageHistory(inner, budget=600)
+    h.messages  # noqa: B018 - the session writes what it read
+    kept = weakref.ref(h.session.store)
+    del h
+    gc.collect()
+    assert kept() is None

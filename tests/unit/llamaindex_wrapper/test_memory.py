@@ -4,6 +4,9 @@ the chat store keeps every message."""
 from __future__ import annotations
 
 import asyncio
+import gc
+import tracemalloc
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -293,3 +296,83 @@ def test_a_memory_reads_set_and_in_place_edits_of_its_store() -> None:
     stored = memory.chat_store.get_messages(memory.chat_store_key)
     stored[1].blocks[0].text = "Noted, card on file."  # in place, in the store
     assert memory.get()[1].content == "Noted, card on file."
+
+
+# ------------------------------------------------- two writers; a memory per request
+
+
+def _said(k: int) -> ChatMessage:
+    role = MessageRole.USER if k % 2 == 0 else MessageRole.ASSISTANT
+    return ChatMessage(
+        role=role, content=f"Message {k}: release {k}.0 ships on day {k + 3}; OPS-{100 + k}."
+    )
+
+
+def test_two_memories_on_one_session_take_up_each_others_writes(tmp_path: Path) -> None:
+    """Two memories over one chat store and key, one session id and SQLite file: the
+    one that writes second reads the session again and writes what is new, never
+    stuck on ConcurrentWriteError; both views hold every message (issue 47, item 12)."""
+    chats, store = SimpleChatStore(), f"sqlite:///{tmp_path}/sessions.db"
+    a, b = (
+        CompressedChatMemory.from_defaults(
+            chat_store=chats, chat_store_key="ana", session_id="ana", store=store
+        )
+        for _ in range(2)
+    )
+    for k in range(8):
+        writer, reader = (a, b) if k % 2 == 0 else (b, a)
+        writer.put(_said(k))
+        seen = writer.get()
+        assert reader.get() == seen and len(seen) == k + 1
+    stored = ctxfold.Session.load("ana", store=store).history
+    assert [m.text for m in stored] == [m.content for m in chats.get_messages("ana")]
+
+
+def test_a_memory_made_per_request_stays_bounded() -> None:
+    """A ``from_defaults(chat_store=...)`` per request (a 12-message chat read from
+    its own store) leaves nothing behind: 500 more requests after 500 add under
+    1 MB (each kept its session in a process-wide store before: 3 MB per 500)."""
+
+    def request(i: int) -> None:
+        chats = SimpleChatStore()
+        chats.set_messages(f"user-{i}", [_said(k) for k in range(11)])
+        memory = CompressedChatMemory.from_defaults(
+            chat_store=chats, chat_store_key=f"user-{i}", recall_share=0
+        )
+        memory.put(ChatMessage(role=MessageRole.USER, content="And the next release?"))
+        assert len(memory.get()) == 12
+
+    for i in range(500):
+        request(i)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        for i in range(500, 1000):
+            request(i)
+        gc.collect()
+        grown = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert grown < 1_000_000
+
+
+def test_a_memory_made_again_over_a_kept_chat_store_keeps_its_history(tmp_path: Path) -> None:
+    """A memory that should persist does: a new memory on the same chat store and key
+    reads the whole history from it, and one with the same session id on a
+    persistent store takes up the compactions too (nothing made again)."""
+    chats, store = SimpleChatStore(), f"sqlite:///{tmp_path}/sessions.db"
+    said = [_said(k) for k in range(40)]
+    first = CompressedChatMemory.from_defaults(chat_store=chats, chat_store_key="ana")
+    first.put_messages(said)
+    again = CompressedChatMemory.from_defaults(chat_store=chats, chat_store_key="ana")
+    assert again.get_all() == said and again.get() == first.get()
+    kept = CompressedChatMemory.from_defaults(
+        chat_store=chats, chat_store_key="ana", token_limit=150, session_id="ana", store=store
+    )
+    view = kept.get()
+    assert _tokens(view) <= 150 and kept.session.compaction is not None
+    taken = CompressedChatMemory.from_defaults(
+        chat_store=chats, chat_store_key="ana", token_limit=150, session_id="ana", store=store
+    )
+    assert len(taken.session.history) == 40  # taken up from the store, not added again
+    assert taken.get() == view
