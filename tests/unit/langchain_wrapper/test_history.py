@@ -21,7 +21,7 @@ from langchain_core.runnables.history import RunnableWithMessageHistory
 
 import ctxfold
 from ctxfold.exceptions import ConcurrentWriteError
-from ctxfold.storage import MemoryStore
+from ctxfold.storage import MemoryStore, RedisStore, VerbatimStore
 from ctxfold.validity import turn_order_problems
 from langchain_ctx import CompressedChatMessageHistory, from_langchain
 
@@ -194,26 +194,43 @@ def _shared_inner() -> BaseChatMessageHistory:
         return InMemoryChatMessageHistory()
 
 
-def _stored(session_id: str, store: str) -> list[str]:
+def _stored(session_id: str, store: VerbatimStore | str) -> list[str]:
     """The texts of the history stored under ``session_id``: what the store holds."""
     return [m.text for m in ctxfold.Session.load(session_id, store=store).history]
 
 
-def test_two_histories_on_one_session_take_up_each_others_writes(tmp_path: Path) -> None:
-    """Two workers, one conversation: the same wrapped history, session id and SQLite
-    file. Whoever writes second reads the session again from the store and writes
-    what is new; it never stays stuck on ConcurrentWriteError (issue 47, item 12)."""
-    store, inner = f"sqlite:///{tmp_path}/sessions.db", _shared_inner()
-    a = CompressedChatMessageHistory(inner, budget=600, session_id="u1", store=store)
-    b = CompressedChatMessageHistory(inner, budget=600, session_id="u1", store=store)
+def _take_turns(stores: tuple[VerbatimStore | str, VerbatimStore | str]) -> None:
+    """Two histories over one wrapped history and one session id, each with its own
+    handle on the store, writing and reading in turn."""
+    inner = _shared_inner()
+    a, b = (
+        CompressedChatMessageHistory(inner, budget=600, session_id="u1", store=store)
+        for store in stores
+    )
     for k in range(6):
         writer, reader = (a, b) if k % 2 == 0 else (b, a)
         writer.add_messages(_turn(k))
         seen = writer.messages
         assert reader.messages == seen  # the other's writes included, every time
     assert [m.content for m in a.messages] == [m.content for m in b.messages]
-    assert _stored("u1", store) == [m.text for m in from_langchain(inner.messages)]
+    assert _stored("u1", stores[0]) == [m.text for m in from_langchain(inner.messages)]
     assert len(a.session.history) == len(b.session.history) == 12
+
+
+def test_two_histories_on_one_session_take_up_each_others_writes(tmp_path: Path) -> None:
+    """Two workers, one conversation: the same wrapped history, session id and SQLite
+    file. Whoever writes second reads the session again from the store and writes
+    what is new; it never stays stuck on ConcurrentWriteError (issue 47, item 12)."""
+    store = f"sqlite:///{tmp_path}/sessions.db"
+    _take_turns((store, store))
+
+
+def test_two_histories_on_one_redis_session_take_up_each_others_writes(
+    redis_url: str, redis_prefix: str
+) -> None:
+    _take_turns(
+        (RedisStore(redis_url, prefix=redis_prefix), RedisStore(redis_url, prefix=redis_prefix))
+    )
 
 
 def test_a_second_conflict_in_a_row_says_what_to_do(tmp_path: Path) -> None:
