@@ -11,6 +11,8 @@ A render does work in proportion to the new messages and the output, not the his
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 import threading
 import uuid
 from array import array
@@ -25,6 +27,7 @@ from ..contract import CounterSpec, MessageLike, Prepares, WordCounts
 from ..exceptions import (
     BudgetError,
     ConfigurationError,
+    CorruptRecordError,
     SessionNotFoundError,
 )
 from ..formats import CTXFOLD, MessageFormat, read_messages
@@ -52,12 +55,13 @@ from ..tokens import TokenCounter, get_counter
 from .fold import compact, open_start
 from .history import History
 from .log import Counts, Fold, SessionLog, counting
-from .resume import adopted, resume_record
+from .resume import Covering, Outcome, Resumed, adopted, resume_record, verifying_keys
 from .settings import check_strategy, check_water, gap_share
 
 __all__ = ["Session"]
 
 _STEP = "session"
+_log = logging.getLogger("ctxfold")
 
 
 def _session_store() -> MemoryStore:
@@ -195,16 +199,33 @@ class Session:
         a record :attr:`compaction` gave for the same history (or ``None``): for a
         history kept elsewhere (an agent's checkpointed state), so a compaction made in
         one process is taken up in another without being made again. ``settings`` are
-        those of the constructor (a fresh id and a private memory store by default).
-        Raises :class:`ctxfold.exceptions.CorruptRecordError` when the record is not a
-        compaction of this history (the history was edited since, or the record is
-        damaged): start over with ``compaction=None``."""
-        settings.setdefault("store", MemoryStore())
+        those of the constructor (a fresh id and a private memory store, signing with
+        the key of the process's sessions, by default).
+
+        The record is taken up only when it verifies (see :mod:`ctxfold.session.resume`):
+        signed under the store's secret for this very history, every message of its
+        prefix the history's own or its round's note. Any other record (edited, of an
+        older format, of another history, made in another process with a memory store)
+        is never rendered: the session compacts the history afresh, logs a warning on
+        the ``ctxfold`` logger and says why in :attr:`resumed`. A persistent store
+        (SQLite, Redis) keeps its secret, so its records verify across restarts."""
+        settings.setdefault("store", MemoryStore(key=_session_store().key))
         session = cls(**settings)
         session.add(list(history))
         if compaction is not None:
-            session._adopt(compaction)
+            try:
+                session._adopt(compaction)
+            except CorruptRecordError as exc:
+                _log.warning("%s", exc)
+                session.resumed = Resumed(Outcome.REFUSED, str(exc))
+            else:
+                session.resumed = Resumed(Outcome.TAKEN)
         return session
+
+    #: What :meth:`resume` did with the record it was given (``Outcome.NONE`` for a
+    #: session not resumed, or resumed with none).
+    resumed: Resumed = Resumed(Outcome.NONE)
+    _adopted: tuple[Fold, dict[str, Any]] | None = None  # the fold taken up, as given
 
     @property
     def compaction(self) -> dict[str, Any] | None:
@@ -214,7 +235,11 @@ class Session:
             fold = self._fold
             if fold is None:
                 return None
-            return resume_record(fold, self._history)
+            if self._adopted is not None and self._adopted[0] is fold:
+                given: dict[str, Any] = json.loads(json.dumps(self._adopted[1]))
+                return given  # as it verified
+            covers = self._covering.digest(self._history, fold.upto)
+            return resume_record(fold, covers, self.store, self.session_id)
 
     @property
     def folded(self) -> int:
@@ -223,9 +248,20 @@ class Session:
         return self._upto()
 
     def _adopt(self, compaction: Mapping[str, Any]) -> None:
-        """Make the recorded compaction current after checking it fits the history."""
-        fold = adopted(compaction, self._history, self.strategy.pin_roles, self.session_id)
+        """Make the recorded compaction current after verifying it (a
+        :class:`ctxfold.exceptions.CorruptRecordError` when it does not verify)."""
         with self._lock:
+            fold = adopted(
+                compaction,
+                self._history,
+                covering=self._covering,
+                keys=verifying_keys(self.store, _session_store()),
+                pinned=self.strategy.pin_roles,
+                store=self.store,
+                session_id=self.session_id,
+            )
+            given = {k: compaction[k] for k in ("version", "fold", "covers", "session", "mac")}
+            self._adopted = (fold, json.loads(json.dumps(given)))  # the caller's may change
             self._log.add_fold(fold, self._counts(self._upto(), fold.upto))
             self._apply(fold)
 
@@ -233,6 +269,7 @@ class Session:
 
     def _reset(self) -> None:
         self._history = History()  # as the model sees it (masked: see redact)
+        self._covering = Covering()  # the digest of its first messages (see compaction)
         self._originals = History()  # with redact: as added
         self._cum = array("q", [0])  # _cum[i]: tokens of the first i messages
         self._trace = Trace()
