@@ -52,8 +52,13 @@ class CompressionMiddleware(AgentMiddleware[CompressionState, Any, Any]):
     turn order chat APIs require; the agent's state and its checkpoints keep every
     message. The thread's compaction (its compacted prefix, note and round id) is
     stored in the private state field ``ctxfold``: between compactions each call is
-    the last one plus the new messages (a cache-stable prefix), and a compaction made
-    once is taken up after a restart or on another worker, never made again.
+    the last one plus the new messages (a cache-stable prefix), and a thread rebuilt
+    from its state (evicted from ``max_threads``, or run by a new middleware) takes the
+    compaction up instead of making it again. The record is signed with the key of
+    the process's sessions and checked against the thread's messages
+    (:meth:`ctxfold.Session.resume`): one edited in the checkpoint, or made by another
+    process (after a restart, on another worker), is never sent to the model; the
+    thread's history is compacted afresh, once, and the new record kept.
 
     When the model's responses report their input tokens (``usage_metadata``) and the
     provider counts a call at more tokens than ctxfold did (another tokenizer: Claude's,
