@@ -24,6 +24,7 @@ __all__ = [
     "check_sqlite_file",
     "connect",
     "immediate",
+    "prefix_range",
     "set_commits",
 ]
 
@@ -72,6 +73,19 @@ def check_sqlite_file(path: object, table: object, what: str) -> tuple[str, str]
             "(e.g. os.makedirs(dirname, exist_ok=True))"
         )
     return str(file), table
+
+
+def prefix_range(column: str, prefix: str) -> tuple[str, list[str]]:
+    """A ``WHERE`` clause (and its parameters) for the rows whose text ``column`` begins
+    with ``prefix``, as a range of the column's index: ``prefix <= column < next``,
+    ``next`` the prefix with its last character one higher (text compares by code
+    point, as UTF-8 bytes do); every row for ``""``."""
+    if not prefix:
+        return "1", []
+    last = ord(prefix[-1])
+    if last >= 0x10FFFF or 0xD7FF <= last <= 0xDFFF:  # no next character to encode
+        return f"substr({column}, 1, {len(prefix)}) = ?", [prefix]
+    return f"{column} >= ? AND {column} < ?", [prefix, prefix[:-1] + chr(last + 1)]
 
 
 def connect(target: str, *, uri: bool = False) -> sqlite3.Connection:
