@@ -22,7 +22,7 @@ from itertools import accumulate
 from types import MappingProxyType
 from typing import Any, overload
 
-from .._state import OwnMemo, default, owning
+from .._state import OwnMemo, owning
 from ..contract import CounterSpec, MessageLike, Prepares, WordCounts
 from ..exceptions import (
     BudgetError,
@@ -48,7 +48,7 @@ from ..reversible.expand import Expansion, expand
 from ..reversible.redaction import redact
 from ..reversible.rounds import RoundSettings
 from ..reversible.tool import ExpandTool
-from ..storage.store import MemoryStore, VerbatimStore, get_store
+from ..storage.store import MemoryStore, VerbatimStore, deleting, get_session_store, session_store
 from ..strategies.base import check_budget, check_share
 from ..text.scoring import content_words
 from ..tokens import TokenCounter, get_counter
@@ -56,6 +56,7 @@ from .fold import compact, open_start
 from .history import History
 from .log import Counts, Fold, SessionLog, counting
 from .resume import Covering, Outcome, Resumed, adopted, resume_record, verifying_keys
+from .retention import delete_session, drop_cleared
 from .settings import check_strategy, check_water, gap_share
 
 __all__ = ["Session"]
@@ -65,9 +66,9 @@ _log = logging.getLogger("ctxfold")
 
 
 def _session_store() -> MemoryStore:
-    """The store of sessions given none: one per process, never capped (a memory
-    history lives as long as the process, as in every chat-history class)."""
-    return default("sessions", MemoryStore)
+    """The store of sessions given none or a memory spec: one per process, never
+    capped (:func:`ctxfold.storage.session_store`)."""
+    return session_store()
 
 
 class Session:
@@ -80,9 +81,13 @@ class Session:
         strategy: what compacts (any form :func:`ctxfold.normalize` reads; default
             ``"auto"``); it must implement :class:`ctxfold.Strategy`.
         counter: how tokens are counted (as for :func:`ctxfold.compress`).
-        store: where the history, the compactions and the originals go: ``None`` (a
-            memory store the process's sessions share), ``"sqlite:///path.db"``, a Redis
-            URL, or a :class:`ctxfold.storage.VerbatimStore`.
+        store: where the history, the compactions and the originals go: ``None``,
+            ``"memory"`` or ``"sqlite:///:memory:"`` (the memory store the process's
+            sessions share, never capped: no entry of a session is ever dropped),
+            ``"sqlite:///path.db"``, a Redis URL, or a
+            :class:`ctxfold.storage.VerbatimStore`. A session's records go only with
+            :meth:`delete`, :meth:`clear` ``(drop_originals=True)`` (the cleared
+            history's) or :func:`ctxfold.storage.prune`.
         cache_stable: compact in blocks, down to the low-water mark, so that renders
             between compactions extend each other byte for byte (default). ``False``
             compacts to the whole budget, the tightest fit on every turn.
@@ -138,7 +143,7 @@ class Session:
         self.strategy = check_strategy(strategy)
         self.counter: TokenCounter = get_counter(counter)
         self._overhead = self.counter.count_messages([])  # reply priming
-        self.store: VerbatimStore = _session_store() if store is None else get_store(store)
+        self.store: VerbatimStore = get_session_store(store)  # a memory spec: never capped
         self.cache_stable = cache_stable
         self.low_water, self.high_water = check_water(low_water, high_water)
         self.recall_share = (
@@ -445,11 +450,42 @@ class Session:
             self._log.store, max_tokens=max_tokens, counter=self.counter, redact=self.redact
         )
 
-    def clear(self) -> None:
-        """Start over with an empty history (the old one stays in the store)."""
+    def clear(self, *, drop_originals: bool = False) -> None:
+        """Start over with an empty history, in a new epoch of the session's log.
+
+        By default the store keeps everything: the cleared history's records (unseen by
+        the session, also after a restart), the compactions' originals and, with
+        ``redact``, the unmasked originals, all readable by whoever reads the store
+        (``expand`` of an earlier render still works). ``drop_originals=True`` then
+        deletes what nothing in the new epoch refers to: every record of the earlier
+        epochs and every stored original and round tag of the session (earlier
+        renders' ``[expand]`` and ``[secret]`` marks then find nothing); the log's
+        epoch markers and the session's keys stay, so it reads as before. The store
+        must be able to delete (:class:`ctxfold.storage.Deletes`)."""
+        if not isinstance(drop_originals, bool):
+            raise ConfigurationError(
+                f"drop_originals must be True or False, got {drop_originals!r}"
+            )
         with self._lock:
+            if drop_originals:
+                deleting(self.store)  # before anything is written
             self._log.clear()
+            if drop_originals:
+                drop_cleared(self._log)
             self._reset()
+
+    @classmethod
+    def delete(cls, session_id: str, *, store: VerbatimStore | str | None = None) -> int:
+        """Delete every record of the session ``session_id`` from ``store`` (as the
+        constructor reads it; ``None``: the process's memory sessions): its history
+        and compactions in every epoch, its originals and its keys. Afterwards
+        :meth:`load` raises :class:`ctxfold.exceptions.SessionNotFoundError` and
+        ``Session(session_id, store=...)`` starts empty. Returns how many entries
+        were deleted (0 for a session the store does not hold). Delete a session no
+        ``Session`` object is still writing."""
+        if not isinstance(session_id, str) or not session_id:
+            raise ConfigurationError(f"session_id must be a non-empty string, got {session_id!r}")
+        return delete_session(get_session_store(store), session_id)
 
     def __len__(self) -> int:
         return len(self._history)
