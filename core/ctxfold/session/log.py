@@ -7,17 +7,32 @@ ever written twice, so the record works on every store, SQLite and Redis include
 - ``<epoch>:m:<n>``: message ``n`` of the history, as the reversible layer records it;
 - ``<epoch>:c:<k>``: compaction ``k``: how many messages it covers, the prefix it left,
   which message of the history each prefix message stands for, what it did with each
-  message it took in, and the token counts of the messages it took in after the
-  compaction before it (so a reopened session does not count them again);
-- ``e:<epoch>``: :meth:`SessionLog.clear` opened this epoch; the older ones stay in the
-  store (nothing is ever lost), unseen by the session.
+  message it took in, the token counts of the messages it took in after the
+  compaction before it (so a reopened session does not count them again), and how
+  many messages the history held when it was written;
+- ``<epoch>:mw:<k>``, ``<epoch>:cw:<k>``: landmarks: written with message (compaction)
+  ``256 k``, the digest after it, so a reader knows how far each series reaches
+  before it reads it;
+- ``e:<epoch>``: :meth:`SessionLog.clear` opened this epoch, and closed the one before
+  with a record in its place ``<epoch - 1>:m:<n>``; the older epochs stay in the store
+  (nothing is ever lost), unseen by the session.
 
-Every record is stored as ``{"v": 2, "d": <digest>, "r": <record>}``: ``d`` chains the
+Every record is stored as ``{"d": <digest>, "r": <record>, "v": 3}``: ``d`` chains the
 SHA-256 of the record to the one before it (a compaction's also to the history it
-covers), starting from the session's namespace and epoch, so an edited, reordered,
-copied or missing record is a :class:`ctxfold.exceptions.CorruptRecordError` naming the
-session and the position, never a wrong history. (Records of the first format, bare and
-unchained, are still read; a format of a later version is refused.)
+covers), starting from the session's namespace and epoch; epoch markers have a chain of
+their own. The last record of every write also holds its head, ``"h": [<compactions>]``
+(chained with it): how many compactions the log held, so a reader knows where each
+series ends. An edited, reordered, copied or missing record, a series that ends before
+a landmark or a head says, a write cut in two, a missing or inserted epoch marker, a
+record of another format among chained ones: each is a
+:class:`ctxfold.exceptions.CorruptRecordError` naming the session and the record,
+never a wrong history. What a deletion can still do is take a session back to a state
+it had after one of its writes (see ``SECURITY.md``).
+
+Logs written by an older ctxfold (:class:`Format`: bare records, or chained records
+without heads) are read as they are only when every record of the log is of that one
+format; the first write (or :func:`migrate`) copies such a log into a new epoch of the
+current format, once.
 
 Writes never overwrite: each goes where the next record belongs, and only if that place
 is free (:func:`ctxfold.storage.put_new`, atomic on the built-in stores), so a second
@@ -32,6 +47,7 @@ import hashlib
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
 from .._column import Column
@@ -39,29 +55,71 @@ from ..exceptions import ConcurrentWriteError, CorruptRecordError
 from ..messages import ContentPart, Message, ToolCall
 from ..result import Action, Decision
 from ..reversible.records import encode, message_from_record, message_record
-from ..storage.store import NamespacedStore, VerbatimStore, put_new
+from ..storage.store import NamespacedStore, VerbatimStore, get_store, put_new
 from ..tokens import TokenCounter
 
-__all__ = ["Counts", "Fold", "SessionLog", "counting", "namespace", "record_bytes"]
+__all__ = [
+    "Counts",
+    "Fold",
+    "Format",
+    "SessionLog",
+    "counting",
+    "migrate",
+    "namespace",
+    "record_bytes",
+]
 
-_PROBE = 256  # keys read per round trip while counting what a session holds
-_VERSION = 2  # of the stored form of a record (1: the bare record, unchained)
+_PROBE = 256  # keys read per round trip; a landmark every _PROBE records
+_MARKS = 32  # of them landmarks, while a series has more (8,192 records' worth)
+_VERSION = 3  # of the stored form of a record (see Format)
+#: What a record that does not hold what its format says may raise on reading.
+_UNREADABLE = (KeyError, TypeError, ValueError, IndexError, AttributeError)
+
+
+class Format(Enum):
+    """The stored form of a session's records."""
+
+    FIRST = 1  # the bare record, unchained
+    CHAINED = 2  # {"d", "r", "v": 2}: chained, with no heads, landmarks or chained markers
+    CURRENT = 3  # {"d", ["h",] "r", "v": 3}
+
+    @property
+    def legacy(self) -> bool:
+        """Whether this ctxfold reads the format but no longer writes it."""
+        return self is not Format.CURRENT
+
+
+_FIELDS = {Format.CHAINED: frozenset("drv"), Format.CURRENT: frozenset("dhrv")}
+_FORMS = {2: Format.CHAINED, 3: Format.CURRENT}
 
 
 def record_bytes(raw: bytes) -> bytes | None:
     """The record's own bytes inside a stored envelope as :meth:`SessionLog._sealed`
     writes it (``encode(record)``), or ``None`` for any other layout (the record is
     then encoded again)."""
-    head, tail = b'{"d":"', b',"v":%d}' % _VERSION
-    at = len(head) + 64 + len(b'","r":')
-    if raw.startswith(head) and raw.endswith(tail) and raw[len(head) + 64 : at] == b'","r":':
-        return raw[at : -len(tail)]
-    return None
+    prefix, tail = b'{"d":"', raw[-7:]
+    if not raw.startswith(prefix) or tail not in (b',"v":3}', b',"v":2}'):
+        return None
+    at = len(prefix) + 64 + 1  # past the digest and its closing quote
+    if raw.startswith(b',"h":[', at):
+        end = raw.find(b"]", at + 6)
+        if tail != b',"v":3}' or end < 0 or not raw[at + 6 : end].replace(b",", b"").isdigit():
+            return None  # a head of this layout holds numbers only
+        at = end + 1
+    start = at + len(b',"r":')
+    if not raw.startswith(b',"r":', at) or start > len(raw) - len(tail):
+        return None
+    return raw[start : -len(tail)]
 
 
 def _link(previous: bytes, payload: bytes) -> bytes:
     """The running digest after a record whose stored bytes are ``payload``."""
     return hashlib.sha256(previous + payload).digest()
+
+
+def _head_bytes(head: list[int] | None) -> bytes:
+    """What a write's head adds to its last record's digest."""
+    return b"" if head is None else b"h" + json.dumps(head, separators=(",", ":")).encode()
 
 
 def namespace(session_id: str) -> str:
@@ -164,20 +222,60 @@ def _decision(
     return Decision(index, action, reason, before, after, step, tuple(flags))
 
 
+def _root(session_id: str, epoch: int, form: Format) -> bytes:
+    """Where the chains of an epoch's records start (of its own for each format)."""
+    label = str(epoch) if form is Format.CHAINED else f"{epoch}:3"
+    return _link(namespace(session_id).encode(), label.encode())
+
+
+def _landmark(epoch: int, kind: str, slot: int, digest: bytes) -> dict[str, bytes]:
+    """The landmark written with record ``slot`` of the series ``kind``, if it has one."""
+    if slot and not slot % _PROBE:
+        return {f"{epoch}:{kind}w:{slot // _PROBE}": digest.hex().encode()}
+    return {}
+
+
+@dataclass(frozen=True)
+class _Stored:
+    """One stored record as read: its key, its bytes, its format, its envelope's fields."""
+
+    key: str
+    raw: bytes
+    form: Format
+    record: Any  # for the first format, the whole JSON value
+    digest: Any = None
+    head: Any = None
+
+
+@dataclass(frozen=True)
+class _Read:
+    """One round trip's read of a series: its records, the landmarks and other keys read
+    with them."""
+
+    values: list[bytes | None]
+    marks: list[bytes | None]
+    extra: list[bytes | None]
+
+
 class SessionLog:
     """The stored record of one session: append messages and folds, read them back,
     each checked against the running digest of what came before."""
 
-    def __init__(self, store: VerbatimStore, session_id: str) -> None:
+    def __init__(self, store: VerbatimStore, session_id: str, *, migrating: bool = False) -> None:
+        """``migrating``: read a log of an older :class:`Format` (for :func:`migrate`
+        only: such records carry no head, and the first format no digest)."""
         self.store = NamespacedStore(store, namespace(session_id))
         self.session_id = session_id
-        self.epoch = sum(1 for _ in self._records(lambda n: f"e:{n + 1}"))
+        self.migrating = migrating
+        self.form = Format.CURRENT  # of the current epoch's records (found by load)
         self.messages = 0  # how many this epoch holds
         self.folds = 0
+        self._counted = 0  # the compactions the newest write of messages counted
+        self._markers()
         self._start()
 
     def _start(self) -> None:
-        root = _link(namespace(self.session_id).encode(), str(self.epoch).encode())
+        root = _root(self.session_id, self.epoch, self.form)
         self.heads = Column([root])  # heads[n]: the digest of the first n messages
         self.fold_head = root
 
@@ -189,14 +287,23 @@ class SessionLog:
             ids=(key,),
         )
 
+    # ------------------------------------------------------------------ reading
+
+    def _get(self, keys: list[str]) -> list[bytes | None]:
+        try:
+            return self.store.get_many(keys)
+        except CorruptRecordError as exc:  # a stored value that is not bytes
+            key = exc.ids[0].removeprefix(self.store.namespace) if exc.ids else keys[0]
+            raise self._corrupt(key, "is not stored as bytes") from None
+
     def _records(self, key: Callable[[int], str]) -> Iterator[tuple[str, bytes]]:
         """Each of ``key(0)``, ``key(1)``, ... and its stored bytes, up to the first gap
-        (a record after a gap is a :class:`CorruptRecordError`), read ``_PROBE`` keys per
-        round trip: only one round trip's records are held at a time."""
+        (a record after a gap in the same round trip is a :class:`CorruptRecordError`),
+        read ``_PROBE`` keys per round trip."""
         n = 0
         while True:
             keys = [key(k) for k in range(n, n + _PROBE)]
-            got = self.store.get_many(keys)
+            got = self._get(keys)
             for k, value in enumerate(got):
                 if value is None:
                     later = next((j for j in range(k + 1, len(got)) if got[j] is not None), None)
@@ -206,97 +313,292 @@ class SessionLog:
                 yield keys[k], value
             n += _PROBE
 
-    def _read(self, key: Callable[[int], str]) -> Iterator[tuple[str, bytes, dict[str, Any]]]:
-        """Each record of :meth:`_records`, its stored bytes and its envelope."""
-        for name, value in self._records(key):
-            try:
-                record = json.loads(value)
-            except ValueError:
-                record = None
-            if not isinstance(record, dict):
-                raise self._corrupt(name, "is not JSON")
-            yield name, value, record
-
-    def _opened(
-        self,
-        key: str,
-        envelope: dict[str, Any],
-        previous: bytes,
-        extra: bytes = b"",
-        raw: bytes = b"",
-    ) -> tuple[dict[str, Any], bytes]:
-        """The record in ``envelope`` and the digest after it (checked)."""
-        version = envelope.get("v", 1)
-        if version == 1 and "r" not in envelope:
-            return envelope, previous  # the first format: unchained
-        if version != _VERSION:
+    def _parse(self, key: str, value: bytes | None) -> _Stored:
+        """The stored record ``value`` read as its envelope says (not yet checked)."""
+        if not isinstance(value, bytes):
+            raise self._corrupt(key, f"holds a {type(value).__name__}, not bytes")
+        try:
+            envelope = json.loads(value)
+        except (ValueError, RecursionError):
+            envelope = None
+        if not isinstance(envelope, dict):
+            raise self._corrupt(key, "is not a JSON object")
+        if "v" not in envelope and "r" not in envelope:
+            return _Stored(key, value, Format.FIRST, envelope)
+        version = envelope.get("v")
+        form = _FORMS.get(version) if type(version) is int else None
+        if form is None:
             raise self._corrupt(
                 key, f"has format {version!r}, which this ctxfold does not know: upgrade it"
             )
-        record = envelope.get("r")
-        payload = record_bytes(raw) if raw else None
-        if payload is None and isinstance(record, dict):
-            payload = encode(record)
-        digest = _link(previous, extra + payload) if payload is not None else b""
-        if not isinstance(record, dict) or envelope.get("d") != digest.hex():
-            raise self._corrupt(key, "does not match the digest of the records before it")
-        return record, digest
+        if not envelope.keys() <= _FIELDS[form]:
+            raise self._corrupt(key, "holds fields its format does not have")
+        return _Stored(key, value, form, envelope.get("r"), envelope.get("d"), envelope.get("h"))
 
-    def _sealed(
-        self, record: dict[str, Any], previous: bytes, extra: bytes = b""
-    ) -> tuple[bytes, bytes]:
-        """``record`` in its envelope (the bytes ``encode`` gives the envelope, made
-        without encoding the record twice), and the digest after it."""
-        payload = encode(record)
-        digest = _link(previous, extra + payload)
-        return b'{"d":"%s","r":%s,"v":%d}' % (digest.hex().encode(), payload, _VERSION), digest
+    def _checked(self, stored: _Stored, previous: bytes, extra: bytes = b"") -> bytes:
+        """The running digest after the chained record ``stored``, checked."""
+        payload = record_bytes(stored.raw)
+        if payload is None and isinstance(stored.record, dict):
+            payload = encode(stored.record)
+        digest = b""
+        if payload is not None:
+            digest = _link(previous, extra + payload + _head_bytes(stored.head))
+        if not isinstance(stored.record, dict) or stored.digest != digest.hex():
+            raise self._corrupt(stored.key, "does not match the digest of the records before it")
+        return digest
+
+    def _opened(
+        self, stored: _Stored, previous: bytes, extra: bytes = b""
+    ) -> tuple[dict[str, Any], bytes]:
+        """The record in ``stored`` and the digest after it, checked: of the epoch's
+        format (one format in a log: a record of an older format among chained ones
+        is refused, never read unchecked), and matching the chain."""
+        if stored.form is not self.form:
+            raise self._corrupt(
+                stored.key,
+                f"is of the {stored.form.name.lower()} format in a log of the "
+                f"{self.form.name.lower()} format (a record replaced by one of another form)",
+            )
+        if stored.form is Format.FIRST:
+            return stored.record, previous  # unchained: read only in a log of its format
+        return stored.record, self._checked(stored, previous, extra)
+
+    def _markers(self) -> None:
+        """Read the epoch markers: the current epoch, and the digest of their chain
+        (markers written before they were chained come first, and only first)."""
+        root = self.mark_head = _link(namespace(self.session_id).encode(), b"e:3")
+        self.epoch = self.bare_markers = 0
+        for key, value in self._records(lambda n: f"e:{n + 1}"):
+            stored = self._parse(key, value)
+            self.epoch += 1
+            if stored.form is Format.FIRST and stored.record == {}:
+                if self.mark_head != root:
+                    raise self._corrupt(key, "is an unchained marker after chained ones")
+                self.bare_markers += 1
+                continue
+            if stored.form is not Format.CURRENT:
+                raise self._corrupt(key, "is not an epoch marker")
+            self.mark_head = self._checked(stored, self.mark_head)
+            if stored.record != {"k": "epoch", "epoch": self.epoch}:
+                raise self._corrupt(key, f"is not the marker of epoch {self.epoch}")
+
+    def _window(
+        self, kind: str, n: int, marks_from: int | None, extra: Sequence[str] = ()
+    ) -> _Read:
+        """One round trip of ``_PROBE`` keys: records from ``n`` of the series ``kind``,
+        after ``_MARKS`` landmarks from ``marks_from`` and the keys ``extra``."""
+        e = self.epoch
+        keys = [*extra]
+        if marks_from is not None:
+            keys += [f"{e}:{kind}w:{k}" for k in range(marks_from, marks_from + _MARKS)]
+        size = len(keys)
+        keys += [f"{e}:{kind}:{k}" for k in range(n, n + _PROBE - size)]
+        got = self._get(keys)
+        return _Read(got[size:], got[len(extra) : size], got[: len(extra)])
+
+    def _landmarks(self, kind: str, marks: list[bytes], read: list[bytes | None]) -> bool:
+        """Take the landmarks of one round trip into ``marks``: whether more may follow."""
+        e, base = self.epoch, len(marks)
+        for j, value in enumerate(read):
+            if value is not None and self.form.legacy:
+                raise self._corrupt(f"{e}:{kind}w:{base + j + 1}", "is in a log of an older format")
+            if value is None and not self.form.legacy:
+                later = next((k for k in range(j + 1, len(read)) if read[k] is not None), None)
+                if later is not None:
+                    raise self._corrupt(
+                        f"{e}:{kind}w:{base + j + 1}",
+                        f"is missing, and {kind}w:{base + later + 1} is not",
+                    )
+                return False
+            if value is not None:
+                marks.append(value)
+        return not self.form.legacy
+
+    def _series(
+        self, kind: str, read: _Read
+    ) -> Iterator[tuple[str, bytes, tuple[str, bytes] | None]]:
+        """Each record of the series ``kind`` (``"m"`` messages, ``"c"`` compactions) of
+        the current epoch, its stored bytes, and for record ``256 k`` the landmark
+        written with it; ``read``: the first round trip's. The series ends at its first
+        gap: one before the last landmark's record, or with a record after it in the
+        same round trip, is a :class:`CorruptRecordError`."""
+        e, n, marks = self.epoch, 0, list[bytes]()
+        more = self._landmarks(kind, marks, read.marks)
+        while True:
+            reach = _PROBE * len(marks)  # the last landmark's record (none: 0)
+            for j, value in enumerate(read.values):
+                slot, key = n + j, f"{e}:{kind}:{n + j}"
+                if value is None:
+                    self._ended(key, slot, reach, read.values[j + 1 :])
+                    return
+                mark = None
+                if slot and not slot % _PROBE and not self.form.legacy:
+                    mark_key = f"{e}:{kind}w:{slot // _PROBE}"
+                    if slot > reach:
+                        raise self._corrupt(mark_key, f"is missing, and {key} is not")
+                    mark = (mark_key, marks[slot // _PROBE - 1])
+                yield key, value, mark
+            n += len(read.values)
+            read = self._window(kind, n, len(marks) + 1 if more else None)
+            if more:
+                more = self._landmarks(kind, marks, read.marks)
+
+    def _ended(self, key: str, slot: int, reach: int, rest: list[bytes | None]) -> None:
+        """Check that the series may end at ``key``: nothing after it was written."""
+        if reach and slot <= reach:
+            raise self._corrupt(key, f"is missing, and the series reaches record {reach}")
+        later = next((k for k, v in enumerate(rest) if v is not None), None)
+        if later is not None:
+            nxt = key.rsplit(":", 1)[0] + f":{slot + 1 + later}"
+            raise self._corrupt(key, f"is missing, and {nxt} is not")
+
+    def _marked(self, mark: tuple[str, bytes] | None, digest: bytes) -> None:
+        if mark is not None and mark[1] != digest.hex().encode():
+            raise self._corrupt(mark[0], "does not match the record it marks")
+
+    def _first(self) -> _Read:
+        """The first round trip of :meth:`load`: the first messages and landmarks, with
+        what tells whether an epoch marker was removed; the epoch's format."""
+        e = self.epoch
+        around = [f"{e + 1}:m:0", f"{e + 1}:c:0"]
+        self.form = Format.CURRENT
+        read = self._window("m", 0, 1, around)
+        for key, value in zip(around, read.extra, strict=True):
+            if value is not None:
+                raise self._corrupt(
+                    key, f"exists, but the marker of its epoch (e:{e + 1}) does not"
+                )
+        if self.bare_markers == e:  # no chained marker opened this epoch
+            self._unchained_markers()
+            self.form = self._form_of(read.values)
+        if self.form.legacy and not self.migrating:
+            raise self._older(f"{e}:m:0")
+        self._start()
+        return read
+
+    def _older(self, key: str) -> CorruptRecordError:
+        """The error for a log of an older format, read only by :func:`migrate`."""
+        return CorruptRecordError(
+            f"session {self.session_id!r}: the record {key!r} is of the "
+            f"{self.form.name.lower()} format, which an older ctxfold wrote and which is "
+            "not read unchecked: if the store's records are trusted, migrate the session "
+            f"once (ctxfold.session.migrate({self.session_id!r}, store=...)) and open it "
+            "again",
+            ids=(key,),
+        )
+
+    def _form_of(self, values: list[bytes | None]) -> Format:
+        """The format of an epoch no chained marker opened, as its first records show:
+        the first format only if none of them is chained (a bare record among chained
+        ones is the one refused, not they)."""
+        present = [(j, v) for j, v in enumerate(values) if v is not None]
+        chained = [(j, v) for j, v in present if isinstance(v, bytes) and v.startswith(b'{"d":')]
+        for j, value in chained[:1] or present[:1]:
+            return self._parse(f"{self.epoch}:m:{j}", value).form
+        return Format.CURRENT
+
+    def _unchained_markers(self) -> None:
+        """Markers of the first format are a log's of that format: one after an epoch
+        of chained records was inserted (another round trip, in such logs only)."""
+        for n in range(0, self.epoch, _PROBE):
+            keys = [f"{j}:m:0" for j in range(n, min(n + _PROBE, self.epoch))]
+            for key, value in zip(keys, self._get(keys), strict=True):
+                if value is not None and self._parse(key, value).form is Format.CURRENT:
+                    marker = f"e:{int(key.split(':')[0]) + 1}"
+                    raise self._corrupt(marker, "is an unchained marker after chained records")
+
+    def _message_records(self) -> Iterator[tuple[_Stored, dict[str, Any]]]:
+        """Each message record of the current epoch, checked, with its stored form."""
+        for key, raw, mark in self._series("m", self._first()):
+            stored = self._parse(key, raw)
+            record, head = self._opened(stored, self.heads[-1])
+            if record.get("k") == "clear":
+                raise self._corrupt(
+                    key,
+                    f"closes this epoch, but the next one's marker (e:{self.epoch + 1}) is missing",
+                )
+            self._marked(mark, head)
+            self.heads.append(head)
+            yield stored, record
+
+    def _head(self, last: _Stored | None) -> int:
+        """How many compactions the newest write of messages counted (its head)."""
+        if last is None or self.form.legacy:
+            return 0
+        head = last.head
+        if not (isinstance(head, list) and len(head) == 1 and type(head[0]) is int):
+            raise self._corrupt(
+                last.key, "ends the history inside a write (the rest of it is missing)"
+            )
+        return max(head[0], 0)
 
     def load(self) -> tuple[list[Message], list[bytes]]:
         """The history of the current epoch, each message checked, and each one's
         stored bytes; then :meth:`compactions` gives its compactions."""
-        self._start()
         history: list[Message] = []
         rows: list[bytes] = []
-        for key, raw, envelope in self._read(lambda n: f"{self.epoch}:m:{n}"):
-            record, head = self._opened(key, envelope, self.heads[-1], raw=raw)
+        last: _Stored | None = None
+        for stored, record in self._message_records():
             try:
                 history.append(message_from_record(record))
-            except (KeyError, TypeError, ValueError):
-                raise self._corrupt(key, "is not a message") from None
-            self.heads.append(head)
-            rows.append(raw)
+            except _UNREADABLE:
+                raise self._corrupt(stored.key, "is not a message") from None
+            rows.append(stored.raw)
+            last = stored
         self.messages, self.folds = len(history), 0
+        self._counted = self._head(last)
         return history, rows
+
+    def _fold_records(self) -> Iterator[tuple[str, dict[str, Any], int]]:
+        """Each compaction record of the current epoch, checked, and how many messages
+        it covers (after :meth:`load`); the last is the newest the log's heads count."""
+        for key, raw, mark in self._series("c", self._window("c", 0, 1)):
+            stored = self._parse(key, raw)
+            record = stored.record if isinstance(stored.record, dict) else {}
+            upto = record.get("upto")
+            if type(upto) is not int or not 0 <= upto <= self.messages:
+                raise self._corrupt(key, f"covers {upto!r} messages of {self.messages}")
+            record, self.fold_head = self._opened(stored, self.fold_head, self.heads[upto])
+            written = record.get("n", upto) if self.form.legacy else record.get("n")
+            if type(written) is not int or not upto <= written <= self.messages:
+                raise self._corrupt(
+                    key,
+                    f"was written after message {written!r}, of {self.messages}: "
+                    "the newest messages are missing",
+                )
+            self._marked(mark, self.fold_head)
+            yield key, record, upto
+            self.folds += 1
+        if self.folds < self._counted:
+            raise self._corrupt(
+                f"{self.epoch}:c:{self.folds}",
+                f"is missing: the newest messages were written after {self._counted} compactions",
+            )
 
     def compactions(self) -> Iterator[tuple[Fold, Counts | None]]:
         """The compactions of the current epoch, each checked, one at a time (after
         :meth:`load`): a long session's are never all in memory at once. Each with the
         token counts it stored (see :meth:`add_fold`), or None."""
-        for key, raw, envelope in self._read(lambda k: f"{self.epoch}:c:{k}"):
-            inner = envelope.get("r", envelope)
-            upto = inner.get("upto") if isinstance(inner, dict) else None
-            if not isinstance(upto, int) or not 0 <= upto <= self.messages:
-                raise self._corrupt(key, f"covers {upto!r} messages of {self.messages}")
-            record, self.fold_head = self._opened(
-                key, envelope, self.fold_head, self.heads[upto], raw=raw
-            )
+        for key, record, upto in self._fold_records():
             yield self._fold(key, record, upto), Counts.from_record(record.get("counts"))
-            self.folds += 1
 
     def _fold(self, key: str, record: dict[str, Any], upto: int) -> Fold:
         try:
             fold = Fold.from_record(record)
-        except (KeyError, TypeError, ValueError):
+            outside = any(i is not None and not 0 <= i < upto for i in fold.sources) or any(
+                not 0 <= d.index < upto for d in fold.decisions
+            )
+        except _UNREADABLE:
             raise self._corrupt(key, "is not a compaction") from None
-        if any(i is not None and not 0 <= i < upto for i in fold.sources) or any(
-            not 0 <= d.index < upto for d in fold.decisions
-        ):
+        if outside:
             raise self._corrupt(key, "refers to messages outside what it covers")
         return fold
 
     def exists(self) -> bool:
         """Whether anything was ever written for this session (a message, or a clear)."""
         return self.epoch > 0 or self.messages > 0
+
+    # ------------------------------------------------------------------ writing
 
     def _put(self, entries: dict[str, bytes]) -> None:
         taken = put_new(self.store, entries)
@@ -307,36 +609,120 @@ class SessionLog:
                 f"Reopen it (Session.load({self.session_id!r}, store=...)) and write again"
             )
 
+    def _sealed(
+        self,
+        record: dict[str, Any],
+        previous: bytes,
+        extra: bytes = b"",
+        head: list[int] | None = None,
+    ) -> tuple[bytes, bytes]:
+        """``record`` in its envelope (the bytes ``encode`` gives the envelope, made
+        without encoding the record twice), with ``head`` if the last of a write, and
+        the digest after it."""
+        payload = encode(record)
+        digest = _link(previous, extra + payload + _head_bytes(head))
+        h = b"" if head is None else b'"h":%s,' % _head_bytes(head)[1:]
+        return b'{"d":"%s",%s"r":%s,"v":%d}' % (digest.hex().encode(), h, payload, _VERSION), digest
+
     def append(self, messages: Sequence[Message]) -> list[bytes]:
         """Store ``messages`` after the history, in one atomic write, if no other
         writer has written there first: the bytes stored for each."""
         e, n = self.epoch, self.messages
         heads = self.heads[-1:]
         entries: dict[str, bytes] = {}
+        rows: list[bytes] = []
         for k, m in enumerate(messages):
-            entries[f"{e}:m:{n + k}"], head = self._sealed(message_record(m), heads[-1])
-            heads.append(head)
+            head = [self.folds] if k == len(messages) - 1 else None
+            row, digest = self._sealed(message_record(m), heads[-1], head=head)
+            entries[f"{e}:m:{n + k}"] = row
+            entries.update(_landmark(e, "m", n + k, digest))
+            heads.append(digest)
+            rows.append(row)
         self._put(entries)
         self.heads.extend(heads[1:])
         self.messages += len(messages)
-        return list(entries.values())
+        self._counted = self.folds
+        return rows
 
     def add_fold(self, fold: Fold, counts: Counts | None = None) -> None:
         """Store the newest compaction (bound to the history it covers), with the token
         counts of the history messages it took in after the compaction before it (a
         session reopened with the same counting takes them instead of counting those
-        messages again)."""
+        messages again), and how many messages the history holds."""
         record = fold.record()
         if counts is not None:
             record["counts"] = counts.record()
+        record["n"] = self.messages
         sealed, head = self._sealed(record, self.fold_head, self.heads[fold.upto])
-        self._put({f"{self.epoch}:c:{self.folds}": sealed})
+        entries = {f"{self.epoch}:c:{self.folds}": sealed}
+        entries.update(_landmark(self.epoch, "c", self.folds, head))
+        self._put(entries)
         self.fold_head = head
         self.folds += 1
 
     def clear(self) -> None:
-        """Open a new, empty epoch; the old one stays in the store."""
-        self._put({f"e:{self.epoch + 1}": b"{}"})
-        self.epoch += 1
-        self.messages = self.folds = 0
+        """Open a new, empty epoch; the old one stays in the store, closed by a record
+        in the place of its next message (so a removed marker is seen)."""
+        e, n = self.epoch, self.messages
+        marker, mark_head = self._sealed({"k": "epoch", "epoch": e + 1}, self.mark_head)
+        closing, digest = self._sealed({"k": "clear", "epoch": e + 1}, self.heads[-1])
+        entries = {f"e:{e + 1}": marker, f"{e}:m:{n}": closing}
+        if not self.form.legacy:
+            entries.update(_landmark(e, "m", n, digest))
+        self._put(entries)
+        self.epoch, self.mark_head, self.form = e + 1, mark_head, Format.CURRENT
+        self.messages = self.folds = self._counted = 0
         self._start()
+
+    def upgrade(self) -> None:
+        """Copy the current epoch, of an older :class:`Format`, into a new epoch of the
+        current one, in one write: every message and compaction as stored, chained
+        now, and the old epoch closed (as :meth:`clear` closes one). Its records are
+        read (and checked as their format allows) again first; a log made with
+        ``migrating``."""
+        self._start()
+        records = [record for _, record in self._message_records()]
+        self.messages, self.folds, self._counted = len(records), 0, 0
+        folds = [record for _, record, _ in self._fold_records()]
+        e, n, f = self.epoch, len(records), len(folds)
+        marker, mark_head = self._sealed({"k": "epoch", "epoch": e + 1}, self.mark_head)
+        closing, _ = self._sealed({"k": "clear", "epoch": e + 1}, self.heads[-1])
+        entries = {f"e:{e + 1}": marker, f"{e}:m:{n}": closing}
+        heads = [_root(self.session_id, e + 1, Format.CURRENT)]
+        for k, record in enumerate(records):
+            row, digest = self._sealed(record, heads[-1], head=[f] if k == n - 1 else None)
+            entries[f"{e + 1}:m:{k}"] = row
+            entries.update(_landmark(e + 1, "m", k, digest))
+            heads.append(digest)
+        fold_head = heads[0]
+        for k, record in enumerate(folds):
+            upto = record["upto"]
+            row, fold_head = self._sealed({**record, "n": n}, fold_head, heads[upto])
+            entries[f"{e + 1}:c:{k}"] = row
+            entries.update(_landmark(e + 1, "c", k, fold_head))
+        self._put(entries)
+        self.epoch, self.mark_head, self.form = e + 1, mark_head, Format.CURRENT
+        self.heads, self.fold_head = Column(heads), fold_head
+        self.messages, self.folds, self._counted = n, f, f
+
+
+def migrate(session_id: str, *, store: VerbatimStore | str) -> bool:
+    """Copy the session ``session_id``, stored by an older ctxfold (records without
+    digests, or chained without heads), into a new epoch of the current format, once,
+    in one atomic write: every message and compaction kept, the old records left where
+    they are, the old epoch closed. Such a session is not read until then (a record of
+    the first format has no digest: whoever can write the store could have written
+    it), so run this only on a store whose records you trust. Returns whether it
+    copied anything (``False``: the session is current, or empty). Raises
+    :class:`ctxfold.exceptions.CorruptRecordError` for records that do not read as
+    their format (nothing is written then), and
+    :class:`ctxfold.exceptions.ConcurrentWriteError` if a writer wrote the session
+    meanwhile (run it again)."""
+    log = SessionLog(get_store(store), session_id, migrating=True)
+    log.load()
+    for _ in log._fold_records():
+        pass
+    if not log.form.legacy:
+        return False
+    log.upgrade()
+    return True

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from .._state import default
-from ..exceptions import CacheError, ConfigurationError
+from ..exceptions import CacheError, ConfigurationError, CorruptRecordError
 from ._closing import Closing
 from ._redis import import_redis, invalid_url
 from ._sqlite import (
@@ -481,7 +481,14 @@ class SQLiteStore(SQLiteFile):
             chunk = ids[start : start + SQL_CHUNK]
             marks = ",".join("?" * len(chunk))
             rows = conn.execute(f"SELECT id, value FROM {self.table} WHERE id IN ({marks})", chunk)
-            found.update((k, bytes(v)) for k, v in rows)
+            for k, v in rows:
+                if not isinstance(v, (bytes, memoryview)):  # the file was edited by hand
+                    raise CorruptRecordError(
+                        f"the SQLite store {self.path!r} holds a {type(v).__name__} under "
+                        f"{k!r}, not bytes: restore the file from a backup",
+                        ids=(k,),
+                    )
+                found[k] = bytes(v)
         return found
 
     def __repr__(self) -> str:
