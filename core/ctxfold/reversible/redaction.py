@@ -117,9 +117,13 @@ def _masking(mark: str) -> Edit:
 
 
 # A JSON string literal (in text the JSON reader accepted: every quote outside one
-# starts one). Unrolled, so each character is read once.
-_LITERAL = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
-_COLON = re.compile(r"[ \t\n\r]*:")  # after a literal: it is an object's key
+# starts one, and none follows a backslash). Unrolled, so each character is read
+# once; never started at a quote after a backslash, so on any text at most one start
+# fails (it would have closed at a later quote that may start one).
+_LITERAL = re.compile(r'(?<!\\)"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+# After a literal: it is an object's key. Never tried inside a run of whitespace (the
+# look-behind), so even a search over a long run reads it once.
+_COLON = re.compile(r"(?<![ \t\n\r])[ \t\n\r]*:")
 
 
 def _mask_json(text: str, mark: str, name: str | None) -> str:
