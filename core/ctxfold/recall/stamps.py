@@ -15,7 +15,8 @@ from ..messages import Message
 __all__ = ["metadata_stamp", "split_stamp", "stamp_of"]
 
 # A bracketed head of 4 to 48 characters that holds a date or a time of day.
-_HEAD = re.compile(r"\s*\[([^\[\]\n]{4,48})\]")
+# Starts only where a run of whitespace starts (``match`` at 0 is unchanged): linear.
+_HEAD = re.compile(r"(?<!\s)\s*+\[([^\[\]\n]{4,48})\]")
 _MONTH = re.compile(
     r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\b|"
     r"\d{4}-\d{2}-\d{2}|\d{1,2}:\d{2}|\d{1,2}/\d{1,2}/\d{2,4}",

@@ -169,7 +169,7 @@ _WORDS_NOT_FUNCTIONS = word_list("not_functions")
 # Each definition pattern runs only on texts holding one of its keywords.
 _DEFINITIONS: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = (
     (("def ",), re.compile(r"^[ \t]*(?:async[ \t]+)?def[ \t]+([A-Za-z_]\w*)[ \t]*\(", re.M)),
-    (("function",), re.compile(r"\bfunction[ \t]*\*?[ \t]*([A-Za-z_$][\w$]*)[ \t]*[<(]")),
+    (("function",), re.compile(r"\bfunction[ \t]*+(?:\*[ \t]*+)?([A-Za-z_$][\w$]*+)[ \t]*+[<(]")),
     (
         ("=>", "function"),
         re.compile(

@@ -318,11 +318,12 @@ class XmlAdapter(BaseAdapter):
 
     name = "xml"
     _token = re.compile(r"<!--.*?-->|<[^<>]+>|[^<]+", re.S)
+    _closing = re.compile(r"</[\w:.-]+>")
     _long = 120
 
     def detect(self, text: str) -> bool:
         s = text.lstrip()
-        return s.startswith("<") and len(re.findall(r"</[\w:.-]+>", text)) >= 2
+        return s.startswith("<") and len(self._closing.findall(text)) >= 2
 
     def split(self, text: str) -> list[Piece]:
         pieces: list[Piece] = []

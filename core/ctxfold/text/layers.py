@@ -89,14 +89,13 @@ def maybe_whitespace(text: str) -> bool:
     )
 
 
+_CODE_LINE = re.compile(r"^[ \t]*(?:def |class |import |from \S+ import |if .*:$|for .*:$)", re.M)
+_YAML_LINE = re.compile(r"^[ \t]*[\w.-]+:[ \t]*$|^[ \t]*- \w", re.M)
+
+
 def looks_indentation_sensitive(text: str) -> bool:
     """Heuristic: Python, YAML, Makefiles and other text where spacing carries meaning."""
-    return bool(
-        re.search(r"^[ \t]*(?:def |class |import |from \S+ import |if .*:$|for .*:$)", text, re.M)
-        or re.search(r"^[ \t]*[\w.-]+:[ \t]*$|^[ \t]*- \w", text, re.M)
-        or "\t" in text
-        or "```" in text
-    )
+    return bool(_CODE_LINE.search(text) or _YAML_LINE.search(text) or "\t" in text or "```" in text)
 
 
 # ------------------------------------------------------------------------- json
@@ -139,6 +138,7 @@ def truncate_observation(text: str, *, max_lines: int, head: int, tail: int) -> 
 
 ESCAPE = "§"
 _CODE_CHARS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+_LONG_WORD = re.compile(r"[A-Za-z_][\w.-]{9,}[\w]")  # a dynamic codebook's candidates
 _DECODE = re.compile(f"{ESCAPE}({ESCAPE}|[0-9A-Z]{{2}})")
 
 #: Phrases common in agent traces and chat, for the static codebook.
@@ -262,9 +262,7 @@ def build_codebook(
             if len(prefix) >= 12 and n >= 3 and ESCAPE not in prefix:
                 candidates.append((n * (count(prefix) - 2) - count(prefix) - 4, "P", prefix))
     if dynamic:
-        words = Counter(
-            w for w in re.findall(r"[A-Za-z_][\w.-]{9,}[\w]", joined) if ESCAPE not in w
-        )
+        words = Counter(w for w in _LONG_WORD.findall(joined) if ESCAPE not in w)
         for word, n in words.items():
             if n >= 3:
                 candidates.append((n * (count(word) - 2) - count(word) - 4, "D", word))

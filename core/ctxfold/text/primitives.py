@@ -171,7 +171,8 @@ KIND_WEIGHT: dict[str, float] = {
 }
 
 _INLINE_CODE = re.compile(r"`([^`\n]{2,80})`")
-_COMMAND = re.compile(r"[A-Za-z][\w.-]* \S")  # a command line: a word, then arguments
+# A command line: a word, then arguments (starting only where a word starts: linear).
+_COMMAND = re.compile(r"(?<![\w.-])[A-Za-z][\w.-]*+ \S")
 _MATHS = re.compile(r"[≈≤≥]| [=<>*+/-]=? ")  # maths, not a command
 
 

@@ -129,7 +129,8 @@ _SHAPES: tuple[_Shape, ...] = (
     _shape("grafana", ("glsa_",), r"\bglsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}\b"),
     _shape("linear", ("lin_api_",), r"\blin_api_[A-Za-z0-9]{40}\b"),
     _shape("square", ("sq0atp-", "sq0csp-"), rf"\bsq0(?:atp|csp)-{_B64}{{22,}}"),
-    _shape("jwt", ("eyj",), rf"\beyJ{_B64}{{8,}}+\.eyJ{_B64}{{8,}}+\.{_B64}{{8,}}"),
+    # starts where a run of its alphabet starts: one scan of a run, not one a place
+    _shape("jwt", ("eyj",), rf"(?<!{_B64})eyJ{_B64}{{8,}}+\.eyJ{_B64}{{8,}}+\.{_B64}{{8,}}"),
     _shape("bearer", ("bearer ",), r"(?<=[Bb]earer )[A-Za-z0-9_\-\.=+/]{16,}"),
     _shape(
         "basic_auth",

@@ -104,7 +104,8 @@ def make_plan(a: Analysis, i: int, ctx: ScoreContext, *, note: bool = False) -> 
 
 
 #: The speaker's tag a note's line begins with: "Caroline: ", "tool result (bash): ".
-SPEAKER_TAG = re.compile(r"[\w.' -]{1,40}(?: \([^\n()]{1,60}\))?: ")
+# Starts only where a run of its characters starts (``match`` at 0 is unchanged): linear.
+SPEAKER_TAG = re.compile(r"(?<![\w.' -])[\w.' -]{1,40}(?: \([^\n()]{1,60}\))?: ")
 # A note's line that is no content: a head, its own or one an earlier round copied in
 # after a speaker tag.
 _FURNITURE = re.compile(rf"(?:{SPEAKER_TAG.pattern})?(?:{NOTE_HEAD.pattern})")
