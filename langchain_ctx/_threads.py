@@ -23,6 +23,7 @@ from langgraph.config import get_config
 from ctxfold.exceptions import BudgetError, ConfigurationError
 from ctxfold.result import CompressionResult
 from ctxfold.session import CompactionOptions, Follower, Session
+from ctxfold.session.resume import Outcome
 
 from ._convert import from_langchain, snapshot, to_langchain
 
@@ -58,6 +59,7 @@ class _Thread:
     round_id: str | None = None  # the compaction `prefix` is the LangChain form of
     prefix: list[BaseMessage] = field(default_factory=list)
     scale: float = 1.0  # how many tokens the provider counts for each one ctxfold counts
+    refused: bool = False  # the state's record was refused: write the next one over it
 
 
 @dataclass(frozen=True)
@@ -139,8 +141,11 @@ class ThreadViews:
             if result.round_id != state.round_id:
                 state.round_id = result.round_id
                 state.prefix = to_langchain(followed.prefix)
-            changed = result.round_id is not None and result.round_id != _round_of(saved)
+            changed = result.round_id is not None and (
+                state.refused or result.round_id != _round_of(saved)
+            )
             record = follower.session.compaction if changed else None
+            state.refused = state.refused and record is None
             view = followed.view(state.prefix, messages, lambda m: to_langchain([m])[0])
             return View(view, record, result, fixed)
 
@@ -171,4 +176,5 @@ class ThreadViews:
             messages, saved, from_langchain, key=snapshot, **self._settings
         )
         state.round_id, state.prefix = None, []
+        state.refused = state.follower.session.resumed.outcome is Outcome.REFUSED
         return state.follower
