@@ -117,9 +117,14 @@ def _link(previous: bytes, payload: bytes) -> bytes:
     return hashlib.sha256(previous + payload).digest()
 
 
-def _head_bytes(head: list[int] | None) -> bytes:
-    """What a write's head adds to its last record's digest."""
-    return b"" if head is None else b"h" + json.dumps(head, separators=(",", ":")).encode()
+def _head_bytes(head: Any) -> bytes:
+    """What a write's head (a JSON value as read; ``[<compactions>]`` as written) adds
+    to its last record's digest: ``b"h"`` and its compact JSON."""
+    if head is None:
+        return b""
+    if type(head) is list and len(head) == 1 and type(head[0]) is int:
+        return b"h[%d]" % head[0]  # what json.dumps gives it, made at once
+    return b"h" + json.dumps(head, separators=(",", ":")).encode()
 
 
 def namespace(session_id: str) -> str:
@@ -235,7 +240,7 @@ def _landmark(epoch: int, kind: str, slot: int, digest: bytes) -> dict[str, byte
     return {}
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class _Stored:
     """One stored record as read: its key, its bytes, its format, its envelope's fields."""
 
@@ -323,9 +328,11 @@ class SessionLog:
             envelope = None
         if not isinstance(envelope, dict):
             raise self._corrupt(key, "is not a JSON object")
+        version, head = envelope.get("v"), envelope.get("h")
+        if version == 3 and type(version) is int and len(envelope) == 3 + (head is not None):
+            return _Stored(key, value, Format.CURRENT, envelope.get("r"), envelope.get("d"), head)
         if "v" not in envelope and "r" not in envelope:
             return _Stored(key, value, Format.FIRST, envelope)
-        version = envelope.get("v")
         form = _FORMS.get(version) if type(version) is int else None
         if form is None:
             raise self._corrupt(
@@ -333,7 +340,7 @@ class SessionLog:
             )
         if not envelope.keys() <= _FIELDS[form]:
             raise self._corrupt(key, "holds fields its format does not have")
-        return _Stored(key, value, form, envelope.get("r"), envelope.get("d"), envelope.get("h"))
+        return _Stored(key, value, form, envelope.get("r"), envelope.get("d"), head)
 
     def _checked(self, stored: _Stored, previous: bytes, extra: bytes = b"") -> bytes:
         """The running digest after the chained record ``stored``, checked."""
@@ -509,16 +516,19 @@ class SessionLog:
 
     def _message_records(self) -> Iterator[tuple[_Stored, dict[str, Any]]]:
         """Each message record of the current epoch, checked, with its stored form."""
-        for key, raw, mark in self._series("m", self._first()):
+        read = self._first()
+        head, heads = self.heads[-1], self.heads
+        for key, raw, mark in self._series("m", read):
             stored = self._parse(key, raw)
-            record, head = self._opened(stored, self.heads[-1])
+            record, head = self._opened(stored, head)
             if record.get("k") == "clear":
                 raise self._corrupt(
                     key,
                     f"closes this epoch, but the next one's marker (e:{self.epoch + 1}) is missing",
                 )
-            self._marked(mark, head)
-            self.heads.append(head)
+            if mark is not None:
+                self._marked(mark, head)
+            heads.append(head)
             yield stored, record
 
     def _head(self, last: _Stored | None) -> int:
