@@ -184,7 +184,12 @@ class Session:
         """Reopen the stored session ``session_id`` (give the settings it was made
         with: the compactions it stored were made with them). Raises
         :class:`ctxfold.exceptions.SessionNotFoundError` when the store holds nothing
-        under that id; ``Session(session_id, store=...)`` opens it or starts it."""
+        under that id; ``Session(session_id, store=...)`` opens it or starts it. Every
+        record is checked as it is read (:mod:`ctxfold.session.log`): a record edited,
+        missing, moved or of another format, here or in ``Session(session_id, ...)``,
+        is a :class:`ctxfold.exceptions.CorruptRecordError` naming the session and the
+        record (never a shorter or an empty history); a session an older ctxfold
+        stored is read once :func:`ctxfold.session.migrate` has copied it."""
         session = cls(session_id, store=store, **settings)
         if not session._log.exists():
             raise SessionNotFoundError(
