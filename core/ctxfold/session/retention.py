@@ -19,7 +19,7 @@ from .log import SessionLog, namespace
 
 __all__ = ["delete_session", "drop_cleared", "dropped_by_clear"]
 
-_RECORD = re.compile(r"(\d+):[a-z]+:\d+")  # a log record of an epoch: <epoch>:<series>:<n>
+_RECORD = re.compile(r"(?<!\d)(\d+):[a-z]+:\d+")  # a log record of an epoch: <epoch>:<series>:<n>
 _ORIGINAL = re.compile(r"\d{12,64}|[0-9a-f]{8,64}|tag:.+")  # content ids, round tags
 
 
