@@ -11,10 +11,10 @@ all of this holds (:func:`adopted`), else the session compacts the history afres
   of an older format (no MAC, or an unkeyed digest anyone can recompute) is never
   trusted, and neither is one made for another history;
 - every message of its prefix is the history's own message byte for byte (the one its
-  source index names), or a rewrite of it in place that the compaction's decisions
-  record (shortened, never a pinned one: the system prompt is kept whole), or a
-  round's note (its own, or an earlier round's it kept); every pinned message it
-  covers is in it; it is not empty;
+  source index names), or a rewrite of it in place (shortened, cut, re-encoded: same
+  role, same tool call ids, never a pinned one: the system prompt is kept whole), or
+  a ctxfold note (its round's, a note on a gap, an earlier round's block it kept);
+  every pinned message it covers is in it; it is not empty;
 - where the store knows the round, the prefix is the round's output as the store
   recorded it (its messages' fingerprints, and the note as the message that carries the
   round's tag, :func:`ctxfold.reversible.records.tag_key`).
@@ -59,8 +59,6 @@ __all__ = [
 #: SHA-256 digest; 3: a MAC under the store's secret, over the covered history too).
 RECORD_VERSION = 3
 _LABEL = b"ctxfold:resume-record:3\x00"  # the MAC's own domain under the store's secret
-#: Decisions under which a message is shown rewritten in place (shortened, deduplicated).
-_REWRITTEN = frozenset({"compressed", "deduplicated", "summarized"})
 
 #: The memory stores that signed a record in this process (see :func:`verifying_keys`).
 _SIGNERS: weakref.WeakSet[MemoryStore] = weakref.WeakSet()
@@ -202,30 +200,37 @@ def _signed(
 
 
 def _check_prefix(fold: Fold, history: Sequence[Message], pinned: Collection[str]) -> None:
-    """Each prefix message is the history message its source names (byte for byte,
-    or rewritten in place as a decision records: never a pinned one), or a round's
-    note (its own, or an earlier one's it kept: a strategy may keep the block of the
-    round before); every pinned message covered is there, and the prefix is not
-    empty."""
+    """Each prefix message is the history message its source names, byte for byte,
+    or a rewrite of it in place (see :func:`_rewrite_of`), or a note (ctxfold's: the
+    round's own, a note on a gap, an earlier round's block kept); every pinned
+    message covered is there, and the prefix is not empty."""
     if len(fold.prefix) != len(fold.sources):
         raise ValueError("its prefix and sources differ in length")
     if fold.upto and not fold.prefix:
         raise ValueError("its prefix is empty")
-    rewritten = {d.index for d in fold.decisions if d.action in _REWRITTEN and d.tokens_after}
     for m, i in zip(fold.prefix, fold.sources, strict=True):
-        if i is None:  # its round's note, or an earlier round's that it kept
-            meta = m.metadata.get(NOTE_KEY)
-            if not isinstance(meta, Mapping) or not isinstance(meta.get("round"), str):
+        if i is None:
+            if not isinstance(m.metadata.get(NOTE_KEY), Mapping):
                 raise ValueError("a message of its prefix is neither the history's nor a note")
-            continue
-        was = history[i]
-        if m.fingerprint == was.fingerprint:
-            continue
-        if m.role != was.role or was.role in pinned or i not in rewritten:
+        elif m.fingerprint != history[i].fingerprint and not _rewrite_of(m, history[i], pinned):
             raise ValueError(f"its message standing for message {i} is not that message")
     shown = set(fold.sources)
     if any(history[i].role in pinned and i not in shown for i in range(fold.upto)):
         raise ValueError("it leaves out a pinned message")
+
+
+def _rewrite_of(m: Message, was: Message, pinned: Collection[str]) -> bool:
+    """Whether ``m`` may stand for ``was`` rewritten in place: a message the
+    compaction shortened, cut or re-encoded (JSON compacted, whitespace folded), which
+    the history cannot confirm byte for byte, so the MAC vouches for it (and, where
+    the store knows the round, :func:`_check_round`). Never a pinned one (the system
+    prompt is kept whole), and never rewired: same role, tool call id and call ids."""
+    return (
+        m.role == was.role
+        and was.role not in pinned
+        and m.tool_call_id == was.tool_call_id
+        and [c.id for c in m.tool_calls] == [c.id for c in was.tool_calls]
+    )
 
 
 def _check_round(fold: Fold, store: VerbatimStore) -> None:
