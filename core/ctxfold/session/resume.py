@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import threading
 import weakref
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -62,6 +63,7 @@ _LABEL = b"ctxfold:resume-record:3\x00"  # the MAC's own domain under the store'
 
 #: The memory stores that signed a record in this process (see :func:`verifying_keys`).
 _SIGNERS: weakref.WeakSet[MemoryStore] = weakref.WeakSet()
+_SIGNERS_LOCK = threading.Lock()  # a set changed by one thread as another reads it raises
 
 
 class Outcome(Enum):
@@ -116,7 +118,9 @@ def verifying_keys(store: VerbatimStore, process: MemoryStore) -> list[bytes]:
     own = secret_key(store)
     if _memory(store) is None:
         return [own]
-    return list(dict.fromkeys([own, process.key, *(s.key for s in list(_SIGNERS))]))
+    with _SIGNERS_LOCK:
+        signers = [s.key for s in _SIGNERS]
+    return list(dict.fromkeys([own, process.key, *signers]))
 
 
 def _mac(key: bytes, record: Mapping[str, Any]) -> str:
@@ -131,7 +135,8 @@ def resume_record(fold: Fold, covers: str, store: VerbatimStore, session_id: str
     JSON-able record signed with the secret of ``store`` (the session's, whole)."""
     memory = _memory(store)
     if memory is not None:
-        _SIGNERS.add(memory)
+        with _SIGNERS_LOCK:
+            _SIGNERS.add(memory)
     record = {
         "version": RECORD_VERSION,
         "fold": fold.record(),

@@ -20,7 +20,7 @@ import pytest
 from ctxfold import CompressionResult, Message, from_openai, to_openai
 from ctxfold.reversible.records import encode, message_from_record
 from ctxfold.session import Session
-from ctxfold.storage import MemoryStore, SQLiteStore
+from ctxfold.storage import MemoryStore, RedisStore, SQLiteStore
 from tests.conftest import example_conversations, shared_conversations
 
 REPO = Path(__file__).resolve().parents[3]
@@ -327,8 +327,13 @@ _ELSEWHERE = textwrap.dedent(
     """
     import json, sys
     from ctxfold.session import Session
-    from ctxfold.storage import MemoryStore, SQLiteStore
-    store = MemoryStore() if sys.argv[1] == "memory" else SQLiteStore(sys.argv[1])
+    from ctxfold.storage import MemoryStore, RedisStore, SQLiteStore
+    if sys.argv[1] == "memory":
+        store = MemoryStore()
+    elif sys.argv[1].startswith("redis"):
+        store = RedisStore(sys.argv[1], prefix=sys.argv[2])
+    else:
+        store = SQLiteStore(sys.argv[1])
     turns = json.loads(sys.stdin.read())
     session = Session(budget=140, store=store)
     for t in turns:
@@ -348,25 +353,40 @@ def test_a_record_from_another_process_verifies_only_with_a_persistent_store(
     process, is refused and the history compacted afresh. A SQLite store keeps its
     secret, so a record made in another process with it is taken up."""
     msgs = _chat()[:-1]
-    turns = json.dumps(to_openai(msgs))
     path = str(tmp_path / "s.db")
-    records = {}
-    for kind in ("memory", path):
-        done = subprocess.run(
-            [sys.executable, "-c", _ELSEWHERE, kind],
-            input=turns,
-            capture_output=True,
-            text=True,
-            cwd=REPO,
-            check=True,
-        )
-        records[kind] = json.loads(done.stdout)
+    records = {kind: _made_elsewhere(msgs, kind) for kind in ("memory", path)}
     from_memory = Session.resume(msgs, records["memory"], budget=BUDGET)
     assert _refused(from_memory) and "MAC" in from_memory.resumed.reason
     assert _wire(from_memory.render()) == _fresh(msgs)
     from_sqlite = Session.resume(msgs, records[path], budget=BUDGET, store=SQLiteStore(path))
     assert from_sqlite.resumed.outcome.value == "taken"
     assert from_sqlite.compaction == records[path]
+
+
+def test_a_redis_stores_record_verifies_in_another_process(
+    redis_url: str, redis_prefix: str
+) -> None:
+    msgs = _chat()[:-1]
+    record = _made_elsewhere(msgs, redis_url, redis_prefix)
+    store = RedisStore(redis_url, prefix=redis_prefix)
+    resumed = Session.resume(msgs, record, budget=BUDGET, store=store)
+    assert resumed.resumed.outcome.value == "taken"
+    forged = {**record, "mac": hashlib.sha256(b"guess").hexdigest()}
+    assert _refused(Session.resume(msgs, forged, budget=BUDGET, store=store))
+
+
+def _made_elsewhere(msgs: list[Message], *store: str) -> dict[str, Any]:
+    """The record a session over ``msgs`` makes in another process, in ``store``."""
+    done = subprocess.run(
+        [sys.executable, "-c", _ELSEWHERE, *store],
+        input=json.dumps(to_openai(msgs)),
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=True,
+    )
+    record: dict[str, Any] = json.loads(done.stdout)
+    return record
 
 
 @pytest.mark.parametrize(
