@@ -164,7 +164,7 @@ def adopted(
         fold = _signed(compaction, history, covering, keys)
         _check_prefix(fold, history, pinned)
         _check_round(fold, NamespacedStore(store, namespace(str(compaction["session"]))))
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError, RecursionError) as exc:
         raise CorruptRecordError(
             f"session {session_id!r}: the compaction record cannot be verified against "
             f"this history ({exc}); it is not taken up (the history is compacted afresh)"

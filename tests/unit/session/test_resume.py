@@ -298,6 +298,31 @@ def test_a_record_of_an_edited_or_shorter_history_compacts_afresh() -> None:
         assert _refused(Session.resume(msgs, damaged, budget=BUDGET))
 
 
+def test_a_malformed_record_is_refused_never_an_unexpected_error() -> None:
+    """Whatever a damaged checkpoint holds where the record goes: refused, typed."""
+    session, msgs = _compacted()
+    record = _record(session)
+    nested: Any = []
+    for _ in range(100_000):
+        nested = [nested]
+    bad: list[Any] = [
+        "x",
+        [],
+        {},
+        {"version": 3},
+        {**record, "fold": None},
+        {**record, "fold": {**record["fold"], "savings": {"x": float("inf")}}},
+        {**record, "fold": {**record["fold"], "decisions": [[0, "kept"]]}},
+        {**record, "fold": {**record["fold"], "prefix": [{"role": "user"}]}},
+        {**record, "fold": {**record["fold"], "upto": True}},
+        {**record, "fold": {**record["fold"], "deep": nested}},
+        {**record, "mac": None},
+        {**record, "covers": 7},
+    ]
+    for damaged in bad:
+        assert _refused(Session.resume(msgs, damaged, budget=BUDGET))
+
+
 @pytest.mark.parametrize("strategy", ["auto", "sliding_window", "summarize", "hierarchical"])
 def test_a_valid_record_is_taken_up_and_renders_as_the_uninterrupted_session(
     strategy: str,
