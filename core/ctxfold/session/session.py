@@ -450,9 +450,15 @@ class Session:
         return back
 
     def expand_tool(self, *, max_tokens: int = 4000) -> ExpandTool:
-        """The expand tool over this session's originals, for the model."""
+        """The expand tool over this session's originals, for the model. It masks
+        credentials in its answers when the session redacts, and also when it does not
+        but its store holds originals an earlier ``redact=True`` stored (a session
+        reopened without it)."""
         return ExpandTool(
-            self._log.store, max_tokens=max_tokens, counter=self.counter, redact=self.redact
+            self._log.store,
+            max_tokens=max_tokens,
+            counter=self.counter,
+            redact=self.redact or None,
         )
 
     def clear(self, *, drop_originals: bool = False) -> None:

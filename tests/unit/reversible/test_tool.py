@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 import ctxfold
 from conftest import example_conversations
 from ctxfold import MemoryStore, Message, ToolCall, get_counter
+from ctxfold.reversible.redaction import SECRET_MARK
 from ctxfold.storage import SQLiteStore
 
 COUNTER = get_counter("o200k_base")
@@ -321,3 +322,20 @@ def test_the_llamaindex_tool_masks_by_default():
         assert not _leaks(answer, secrets) and "[secret]" in answer
         assert asyncio.run(tool.acall(id=entry)).content == answer
     assert _leaks(expand_tool(store, redact=False).call(id=ids[0]).content, secrets)
+
+
+def test_a_session_reopened_without_redact_still_masks_its_tools_answers():
+    """Redaction is a property of what the store holds, not only of the session object:
+    a session reopened with the default ``redact=False`` over originals an earlier
+    ``redact=True`` stored must not hand its model the raw credential."""
+    store = MemoryStore()
+    secret = "ghp_R8sT2uV4wX6yZ8aB0cD2eF4gH6iJ8kL0mN2o"
+    first = ctxfold.Session("s1", budget=100_000, store=store, redact=True)
+    first.add([Message("user", f"GITHUB_TOKEN={secret}")])
+    view = first.render()
+    entry = SECRET_MARK.search(view.messages[-1].text)
+    assert entry is not None
+    reopened = ctxfold.Session.load("s1", store=store)
+    assert not reopened.redact
+    answer = reopened.expand_tool()(entry.group(1))
+    assert secret not in answer and "[secret]" in answer
