@@ -140,7 +140,10 @@ class Fold:
     (``None`` for a note); ``decisions`` what the compaction did with each history
     message it took in (kept ones are not listed); ``round_id`` names its round;
     ``savings`` the tokens each layer and the selection saved (as
-    :attr:`ctxfold.CompressionStats.savings`; empty in a record stored before it)."""
+    :attr:`ctxfold.CompressionStats.savings`; empty in a record stored before it);
+    ``room`` the tokens the render that made it asked for (the budget less what a
+    query's passages wanted; ``None`` in a record stored before it), so that a render
+    with nothing new does not fold the prefix again for the same room."""
 
     upto: int
     prefix: tuple[Message, ...]
@@ -148,10 +151,13 @@ class Fold:
     decisions: tuple[Decision, ...]
     round_id: str
     savings: Mapping[str, int] = field(default_factory=dict)
+    room: int | None = None
 
     def record(self) -> dict[str, Any]:
         """The JSON form stored under ``<epoch>:c:<k>``."""
+        room = {} if self.room is None else {"room": self.room}
         return {
+            **room,
             "upto": self.upto,
             "prefix": [message_record(m) for m in self.prefix],
             "sources": list(self.sources),
@@ -173,6 +179,7 @@ class Fold:
             decisions=tuple(_decision(*d) for d in r["decisions"]),
             round_id=str(r["round"]),
             savings={str(k): int(v) for k, v in dict(r.get("savings", {})).items()},
+            room=None if r.get("room") is None else int(r["room"]),
         )
 
 

@@ -17,7 +17,8 @@ import threading
 import uuid
 from array import array
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from itertools import accumulate
 from types import MappingProxyType
 from typing import Any, overload
@@ -412,19 +413,19 @@ class Session:
                 folded = over or self._fold is not None  # there is something to recall
                 want = self._wanted(asked, share, b) if asked and folded else 0
                 compacting = over or self._view_tokens() > int(self.high_water * (b - want))
-                compacting = compacting and self._compacts(b)
+                compacting = compacting and self._compacts(b, want)
                 if compacting:
                     self._memo.turn()
                 if compacting and self._fold is None:
                     # The first compaction reads the whole history and analyses it
                     # once: nothing to work ahead on, the rest waits for the next render.
-                    compact_into(self._compact, b, want, fits=not over)
+                    compact_into(self._compacter(b - want), b, want, fits=not over)
                     return self._result(call, asked, share)
                 # A compaction shows the newest message (never folds it): the work
                 # ahead on it waits for the next render, off the compacting turn.
                 self._prepare(n - 1 if compacting else n)
                 if compacting:
-                    compact_into(self._compact, b, want, fits=not over)
+                    compact_into(self._compacter(b - want), b, want, fits=not over)
                 return self._result(call, asked, share)
 
     async def aadd(self, messages: Iterable[MessageLike] | MessageLike) -> None:
@@ -546,20 +547,33 @@ class Session:
     def _upto(self) -> int:
         return self._fold.upto if self._fold else 0
 
-    def _compacts(self, budget: int) -> bool:
+    def _compacts(self, budget: int, want: int) -> bool:
         """Whether a render that would compact does: always when the history holds
-        messages the current compaction has not taken in; with nothing new (it could
-        only fold its own prefix again, a new round every render) only when the view
-        does not fit ``budget``. A function of the stored history and compactions and
-        of the call, so a reopened session renders what the live one would."""
+        messages the current compaction has not taken in. With nothing new it could
+        only fold its own prefix again: it does not when that compaction was made for
+        this room or a smaller one (:attr:`Fold.room`), nor, for a compaction stored
+        without its room, when the view fits ``budget``. So a render with nothing new
+        writes nothing, a question asked after a plain render still gets its room, and
+        the decision is a function of the stored history and compactions and of the
+        call: a reopened session renders what the live one would."""
         upto = self._upto()
-        return open_start(self._history, upto) > upto or self._view_tokens() > budget
+        if open_start(self._history, upto) > upto:
+            return True
+        room = self._fold.room if self._fold else None
+        if room is None:
+            return self._view_tokens() > budget
+        return room > budget - want
+
+    def _compacter(self, asked: int) -> Callable[[int], None]:
+        """:meth:`_compact` for :func:`ctxfold.pipeline.compact_into`, each compaction
+        it stores marked with the room the render ``asked`` for."""
+        return lambda room: self._compact(room, asked)
 
     def _view_tokens(self) -> int:
         tail = self._cum[-1] - self._cum[self._upto()]
         return self._overhead + self._prefix_tokens + tail
 
-    def _compact(self, budget: int) -> None:
+    def _compact(self, budget: int, asked: int) -> None:
         """Compact to the low-water mark (the budget when not cache-stable, or when
         what must be kept does not fit lower)."""
         history = self._history
@@ -589,6 +603,7 @@ class Session:
             except BudgetError as exc:
                 error = exc
                 continue
+            fold = replace(fold, room=asked)
             self._log.add_fold(fold, Counts(tokens, self._counted_by()))
             self._apply(fold)
             return
