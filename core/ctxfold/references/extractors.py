@@ -21,6 +21,7 @@ from .._registry import Registry
 from .._state import on_clear
 from ..exceptions import ConfigurationError
 from ..messages import Message
+from ..text.fences import FenceSyntax, fences
 from ..text.primitives import find_identifiers, json_strings, json_values, split_sentences
 from ..text.secrets import mask
 from ..text.wordlists import ordered_word_list, word_list
@@ -322,9 +323,6 @@ def extract_errors(text: str) -> Iterator[Found]:
                 yield f"exit code {m.group(1)}", "exit_code", m.start()
 
 
-_FENCE = re.compile(
-    r"^[ \t]*(```+|~~~+)[ \t]*([\w+#.-]*)[^\n]*\n(.*?)^[ \t]*\1[ \t]*$", re.MULTILINE | re.DOTALL
-)
 _SHELL_LANGS = word_list("shell_languages")
 # A shell prompt: "$ ", "user@host:~/dir$ ", "root@box:/# " (a bare "#" is a comment),
 # "(venv) $ ", PowerShell's "PS C:\\> " and cmd's "C:\\src> " (a bare ">" is a quote).
@@ -357,11 +355,10 @@ def extract_commands(text: str) -> Iterator[Found]:
     """Shell commands: ``$``-prompted lines (kind ``prompt``), the lines of shell code
     blocks (``code_block``), lines starting with a known CLI (``cli``) and inline code
     that reads as a command (``inline``)."""
-    if "```" in text or "~~~" in text:
-        for m in _FENCE.finditer(text):
-            if m.group(2).lower() in _SHELL_LANGS:
-                for line in _command_lines(m.group(3)):
-                    yield _clip(line, _MAX_COMMAND), "code_block", m.start(3)
+    for block in fences(text, FenceSyntax.INDENTED):
+        if block.info.lower() in _SHELL_LANGS:
+            for line in _command_lines(text[block.body_start : block.body_end]):
+                yield _clip(line, _MAX_COMMAND), "code_block", block.body_start
     if "$" in text or ">" in text or "#" in text or "%" in text:
         for m in _PROMPT.finditer(text):
             yield _clip(m.group(1), _MAX_COMMAND), "prompt", m.start(1)
@@ -378,14 +375,12 @@ def extract_commands(text: str) -> Iterator[Found]:
 
 def extract_snippets(text: str) -> Iterator[Found]:
     """Fenced code blocks other than shell sessions; the kind is their language."""
-    if "```" not in text and "~~~" not in text:
-        return
-    for m in _FENCE.finditer(text):
-        lang = m.group(2).lower()
-        code = m.group(3).strip("\n")
+    for block in fences(text, FenceSyntax.INDENTED):
+        lang = block.info.lower()
+        code = text[block.body_start : block.body_end].strip("\n")
         if lang not in _SHELL_LANGS and code.strip():
             value = code if len(code) <= _MAX_SNIPPET else code[: _MAX_SNIPPET - 3] + "..."
-            yield value, lang or "code", m.start(3)
+            yield value, lang or "code", block.body_start
 
 
 _DECISION = re.compile(

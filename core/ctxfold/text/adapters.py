@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from .._json import loads as json_loads
 from .._registry import Registry
 from ..exceptions import ConfigurationError
+from .fences import FenceSyntax, fences
 
 __all__ = [
     "ERROR_LINE",
@@ -317,7 +318,7 @@ class XmlAdapter(BaseAdapter):
     summarized."""
 
     name = "xml"
-    _token = re.compile(r"<!--.*?-->|<[^<>]+>|[^<]+", re.S)
+    _tag_or_text = re.compile(r"<[^<>]++>|[^<]++")
     _closing = re.compile(r"</[\w:.-]+>")
     _long = 120
 
@@ -325,9 +326,32 @@ class XmlAdapter(BaseAdapter):
         s = text.lstrip()
         return s.startswith("<") and len(self._closing.findall(text)) >= 2
 
+    @classmethod
+    def _tokens(cls, text: str) -> Iterator[str]:
+        """The comments, tags and text runs of ``text`` in order: what the pattern
+        ``<!--.*?-->|<[^<>]+>|[^<]+`` finds (a ``<`` that starts none of them is
+        dropped), in linear time. The pattern scanned to the text's end for ``-->`` at
+        every unclosed ``<!--``; here each search for it starts past the last one found,
+        and a search that finds none is not repeated."""
+        pos, close = 0, -2  # close: the last "-->" found (-1: none after, -2: not sought)
+        while pos < len(text):
+            if text.startswith("<!--", pos):
+                if close == -2 or 0 <= close < pos + 4:
+                    close = text.find("-->", pos + 4)
+                if close >= 0:
+                    yield text[pos : close + 3]
+                    pos = close + 3
+                    continue
+            m = cls._tag_or_text.match(text, pos)
+            if m:
+                yield m.group()
+                pos = m.end()
+            else:
+                pos += 1
+
     def split(self, text: str) -> list[Piece]:
         pieces: list[Piece] = []
-        for tok in self._token.findall(text):
+        for tok in self._tokens(text):
             if tok.startswith("<!--"):
                 if len(tok) > self._long:
                     pieces += [Piece("<!-- ", True), Piece(tok[4:-3], False), Piece(" -->", True)]
@@ -473,9 +497,6 @@ def unregister_adapter(name: str) -> None:
     REGISTRY.unregister(name, missing_ok=True)
 
 
-_FENCE = re.compile(r"^(?P<f>```|~~~)[^\n]*\n.*?^(?P=f)[ \t]*$\n?", re.M | re.S)
-
-
 def split_message_text(
     text: str, chain: Sequence[FormatAdapter] | None = None
 ) -> tuple[list[Piece], list[str]]:
@@ -489,12 +510,11 @@ def split_message_text(
     used: list[str] = []
     pos = 0
     chunks: list[tuple[str, bool]] = []
-    fences = _FENCE.finditer(text) if ("```" in text or "~~~" in text) else ()
-    for m in fences:
-        if m.start() > pos:
-            chunks.append((text[pos : m.start()], False))
-        chunks.append((m.group(), True))
-        pos = m.end()
+    for block in fences(text, FenceSyntax.COLUMN_ZERO):
+        if block.start > pos:
+            chunks.append((text[pos : block.start], False))
+        chunks.append((text[block.start : block.end], True))
+        pos = block.end
     if pos < len(text):
         chunks.append((text[pos:], False))
     if any(is_code for _, is_code in chunks):

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import json
+import re
+import time
+from collections.abc import Callable
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import ctxfold
+from conftest import shared_conversations
 from ctxfold.text import BaseAdapter, Piece
 from ctxfold.text.adapters import (
     CsvAdapter,
@@ -20,6 +26,7 @@ from ctxfold.text.adapters import (
     join_pieces,
     split_message_text,
 )
+from ctxfold.text.fences import FenceSyntax, fences
 
 PYTEST = """============================= test session starts ==============================
 collected 12 items
@@ -200,3 +207,84 @@ def test_user_adapters_register_first_and_work_through_the_protocol():
 def test_register_adapter_rejects_non_adapters():
     with pytest.raises(ctxfold.ConfigurationError, match="adapter needs"):
         ctxfold.register_adapter(object())  # type: ignore[arg-type]
+
+
+# ------------------------------------------------- fences and XML tokens, in linear time
+
+#: The lazy patterns the format adapters ran before (quadratic in the number of unclosed
+#: openings), kept here as the reference the linear scans must agree with.
+OLD_FENCE = re.compile(r"^(?P<f>```|~~~)[^\n]*\n.*?^(?P=f)[ \t]*$\n?", re.M | re.S)
+OLD_XML_TOKEN = re.compile(r"<!--.*?-->|<[^<>]+>|[^<]+", re.S)
+#: Pieces of fenced, unfenced and XML-ish text: fences of every length, indents, info
+#: strings, carriage returns, comments half open and closed, lone brackets.
+FRAGMENTS = (
+    *("```", "~~~", "````", "~~~~", "`", "~", " ", "\t", "\n", "\n", "\r", "python"),
+    *("sh", "a", "x y", "+#.-", "<!--", "-->", "<", ">", "<a>", "</a>", "-", "!", "é"),
+    *("\n```\n", "\n~~~\n", "\n  ```", "\n```python\n", "```` ", "\n````\n"),
+)
+fragment_texts = st.lists(st.sampled_from(FRAGMENTS), max_size=60).map("".join)
+
+
+def old_and_new(text: str) -> tuple[object, object]:
+    """What the old patterns and the new scans make of ``text``: block spans, tokens."""
+    old = ([m.span() for m in OLD_FENCE.finditer(text)], OLD_XML_TOKEN.findall(text))
+    blocks = fences(text, FenceSyntax.COLUMN_ZERO)
+    return old, ([(b.start, b.end) for b in blocks], list(XmlAdapter._tokens(text)))
+
+
+@settings(max_examples=1500, deadline=None)
+@given(fragment_texts)
+def test_fences_and_xml_tokens_are_what_the_lazy_patterns_found(text: str) -> None:
+    old, new = old_and_new(text)
+    assert new == old
+
+
+def test_fences_and_xml_tokens_are_unchanged_on_the_shared_conversations() -> None:
+    texts = [m.text for _, msgs in shared_conversations() for m in msgs if m.text]
+    assert sum("```" in t for t in texts) >= 10  # the sample holds fenced code
+    for text in texts:
+        old, new = old_and_new(text)
+        assert new == old, text[:200]
+
+
+@pytest.mark.parametrize(
+    ("text", "blocks"),
+    [
+        ("a\n```py\nx\n```\nb", ["```py\nx\n```\n"]),
+        ("```\nx\n```", ["```\nx\n```"]),  # the closing line ends the text
+        ("```\nopen\n~~~\nx\n~~~ \n", ["~~~\nx\n~~~ \n"]),  # unclosed: the next tries
+        ("```\nx\n````\n  ```\n```\n", ["```\nx\n````\n  ```\n```\n"]),
+        ("  ```\nx\n```\n", []),  # indented: no opening at column 0
+        ("```\nx\n```\r\n", []),  # a carriage return is not a closing line's space
+    ],
+)
+def test_fenced_blocks_open_at_column_zero_and_close_on_the_same_three(
+    text: str, blocks: list[str]
+) -> None:
+    assert [text[b.start : b.end] for b in fences(text, FenceSyntax.COLUMN_ZERO)] == blocks
+
+
+def _fill(body: str, size: int) -> str:
+    return (body * (size // len(body) + 1))[:size]
+
+
+def _best_of_three(run: Callable[[], object]) -> float:
+    """The best time of three runs (the machine is shared)."""
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        run()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+@pytest.mark.parametrize(
+    "body",
+    ["```1\n", "~~~\n```\n", "````\n```\n", "```\n~~~a\n", "<!--", "<!-- a >", "<a "],
+)
+def test_unclosed_fences_and_comments_split_in_linear_time(body: str) -> None:
+    """Issue 47, item 5's build line: 100 KB of unclosed openings took 20 s (fences,
+    ``"```1\\n"``) and 13 s (comments, ``"<!--"``) to split; now well under a second."""
+    text = _fill(body, 100_000)
+    assert _best_of_three(lambda: split_message_text(text)) < 0.4
+    assert _best_of_three(lambda: XmlAdapter().split(text)) < 0.4

@@ -54,12 +54,6 @@ NEVER_ON_TEXT: dict[str, str] = {
 #: Patterns known to be slow on some input, still to be made linear, with the input.
 #: Each must still fail (strict): a pattern made linear leaves this list.
 KNOWN_SLOW: dict[str, str] = {
-    # An opening fence line with no closing line scans to the text's end, and so does
-    # the next one: quadratic in the number of unclosed fences. Needs a line scan.
-    "ctxfold.text.adapters:_FENCE": "'```1\\n' repeated",
-    "ctxfold.references.extractors:_FENCE": "'~' repeated",
-    # An unclosed ``<!--`` scans to the end for ``-->``, at each ``<!--``.
-    "ctxfold.text.adapters:XmlAdapter._token": "'<!--' repeated",
     # Not in text/: reported to its owner. ``\\d+`` then ``:`` from every digit of a run.
     "ctxfold.session.retention:_RECORD": "'1' repeated",
 }
