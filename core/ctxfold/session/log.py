@@ -55,7 +55,13 @@ from ..exceptions import ConcurrentWriteError, CorruptRecordError
 from ..messages import ContentPart, Message, ToolCall
 from ..result import Action, Decision
 from ..reversible.records import encode, message_from_record, message_record
-from ..storage.store import NamespacedStore, VerbatimStore, get_store, put_new
+from ..storage.store import (
+    SESSION_PREFIX,
+    NamespacedStore,
+    VerbatimStore,
+    get_session_store,
+    put_new,
+)
 from ..tokens import TokenCounter
 
 __all__ = [
@@ -130,7 +136,7 @@ def _head_bytes(head: Any) -> bytes:
 def namespace(session_id: str) -> str:
     """The prefix of every key the session ``session_id`` writes."""
     # With the id's length in it, no session's namespace begins another's.
-    return f"ctxfold:session:{len(session_id)}:{session_id}:"
+    return f"{SESSION_PREFIX}{len(session_id)}:{session_id}:"
 
 
 @dataclass(frozen=True)
@@ -735,7 +741,7 @@ def migrate(session_id: str, *, store: VerbatimStore | str) -> bool:
     their format (nothing is written then), and
     :class:`ctxfold.exceptions.ConcurrentWriteError` if a writer wrote the session
     meanwhile (run it again)."""
-    log = SessionLog(get_store(store), session_id, migrating=True)
+    log = SessionLog(get_session_store(store), session_id, migrating=True)
     log.load()
     for _ in log._fold_records():
         pass
