@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import EXAMPLES, long_chat, shared_records
-from ctxfold import SQLiteStore
+from ctxfold import Message, SQLiteStore
 from ctxfold.cli import main
 
 AIRLINE = str(next(p for p in EXAMPLES if p.name == "airline_support.json"))
@@ -349,3 +349,31 @@ def test_query_recalls_older_passages_and_no_recall_turns_it_off(capsys, tmp_pat
     assert usage.value.code == 2 and "not allowed with" in capsys.readouterr().err
     code, out, _ = run(capsys, *args, "--no-recall")
     assert code == 0 and "sauna" not in out
+
+
+def test_migrate_copies_a_session_an_older_ctxfold_stored_once(capsys, tmp_path):
+    """A session of the first format (bare records, as an older ctxfold wrote them) is
+    refused by ``Session.load`` until ``ctxfold migrate`` copies it; a second run says
+    it is current, and a store that does not exist is bad usage, not a new empty file."""
+    from ctxfold import Session
+    from ctxfold.exceptions import CorruptRecordError
+    from ctxfold.reversible.records import encode, message_record
+    from ctxfold.session.log import namespace
+
+    path = tmp_path / "old.db"
+    turns = [Message("user", "Where is my order 8812?"), Message("assistant", "It ships today.")]
+    SQLiteStore(str(path)).put_many(
+        {f"{namespace('chat')}0:m:{n}": encode(message_record(m)) for n, m in enumerate(turns)}
+    )
+    spec = f"sqlite:///{path}"
+    with pytest.raises(CorruptRecordError, match="migrate"):
+        Session.load("chat", store=spec)
+    assert main(["migrate", "chat", "--store", spec]) == 0
+    assert "migrated" in capsys.readouterr().out
+    assert Session.load("chat", store=spec).history == tuple(turns)
+    assert main(["migrate", "chat", "--store", spec]) == 0
+    assert "already current" in capsys.readouterr().out
+    missing = f"sqlite:///{tmp_path / 'none.db'}"
+    assert main(["migrate", "chat", "--store", missing]) == 2
+    assert "no store at" in capsys.readouterr().err
+    assert not (tmp_path / "none.db").exists()

@@ -1,6 +1,6 @@
 """The ``ctxfold`` command: compress a conversation file, expand a compressed one back,
 write an HTML report of a compression, render an agent run's turns afresh, or report
-token counts.
+token counts, or migrate a session an older ctxfold stored.
 
 Exit codes: 0 success, 1 a conversation cannot fit its budget (or, for ``expand``, the
 store lacks some originals or holds altered ones), 2 bad input or usage, 3 the output
@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 from ..exceptions import CtxfoldError
 from ..storage.spec import scrub
-from .commands import compress, expand_cmd, render, report, stats
+from .commands import compress, expand_cmd, migrate_cmd, render, report, stats
 from .files import CliError, load_file
 
 __all__ = ["CliError", "build_parser", "load_file", "main"]
@@ -148,6 +148,14 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--counter", default="o200k_base")
     r.add_argument("--format", choices=("openai", "text"), default="openai")
     r.set_defaults(run=render)
+    m = sub.add_parser(
+        "migrate",
+        help="copy a session stored by an older ctxfold into the current format, once "
+        "(run it only on a store whose records you trust)",
+    )
+    m.add_argument("session", metavar="SESSION_ID", help="the id of the ctxfold.Session")
+    m.add_argument("--store", required=True, help="the store the session lives in")
+    m.set_defaults(run=migrate_cmd)
     s = sub.add_parser("stats", help="report token counts of conversations in a file")
     s.add_argument("file")
     s.add_argument("--counter", default="o200k_base")

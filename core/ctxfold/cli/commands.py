@@ -1,4 +1,4 @@
-"""The commands: compress, report, expand, render and stats, each from its parsed
+"""The commands: compress, report, expand, render, stats and migrate, each from its parsed
 arguments to an exit code."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from ..rendering.turns import turns_from_messages
 from ..report import report_page
 from ..result import CompressionResult
 from ..reversible import expand
-from ..session.log import namespace
+from ..session.log import migrate, namespace
 from ..storage import get_store, sqlite_path
 from ..storage.store import NamespacedStore
 from ..strategies.base import BaseCompressor, compress_with
@@ -28,7 +28,7 @@ from ..strategies.registry import resolve_strategy
 from ..tokens import TokenCounter, get_counter, share_budget
 from .files import CliError, Conversation, OutputError, load_file, table, write
 
-__all__ = ["compress", "expand_cmd", "render", "report", "stats"]
+__all__ = ["compress", "expand_cmd", "migrate_cmd", "render", "report", "stats"]
 
 _ID = re.compile(r"(?:\[expand )?[0-9a-f]{10,64}\]?")
 _ACTIONS = ("kept", "compressed", "summarized", "deduplicated", "reverted", "dropped")
@@ -204,6 +204,16 @@ def expand_cmd(args: argparse.Namespace) -> int:
             code = 1
         write(conv, back.messages, jsonl, "openai")
     return code
+
+
+def migrate_cmd(args: argparse.Namespace) -> int:
+    """Copy a session an older ctxfold stored into the current format, once."""
+    path = sqlite_path(args.store)
+    if path and not Path(path).exists():  # opening it would create an empty store
+        raise CliError(f"no store at {path}; give the store the session was written to")
+    copied = migrate(args.session, store=args.store)
+    print(f"session {args.session!r}: {'migrated' if copied else 'already current'}")
+    return 0
 
 
 def render(args: argparse.Namespace) -> int:
