@@ -34,8 +34,6 @@ from re import _constants as sre_constants  # type: ignore[attr-defined]
 from re import _parser as sre_parse  # type: ignore[attr-defined]
 from types import ModuleType
 
-import pytest
-
 import ctxfold
 
 SIZE = 100_000  # characters of the full check
@@ -50,12 +48,6 @@ TRIES = 5  # a run over its limit is timed again (the machine is shared): the be
 NEVER_ON_TEXT: dict[str, str] = {
     # Checks a table name given in code or a store spec, never a message.
     "ctxfold.storage._sqlite:IDENTIFIER": "table names",
-}
-#: Patterns known to be slow on some input, still to be made linear, with the input.
-#: Each must still fail (strict): a pattern made linear leaves this list.
-KNOWN_SLOW: dict[str, str] = {
-    # Not in text/: reported to its owner. ``\\d+`` then ``:`` from every digit of a run.
-    "ctxfold.session.retention:_RECORD": "'1' repeated",
 }
 
 #: Functions that compile or run a pattern at run time, by ``module:function``: the
@@ -304,19 +296,8 @@ def test_no_pattern_is_compiled_where_the_harness_cannot_see_it() -> None:
 
 def test_every_pattern_is_linear_on_adversarial_input() -> None:
     patterns = found_patterns()
-    slow = [
-        case
-        for name, p in sorted(patterns.items())
-        if name not in KNOWN_SLOW
-        for case in slow_cases(name, p)
-    ]
+    slow = [case for name, p in sorted(patterns.items()) for case in slow_cases(name, p)]
     assert not slow, "\n".join(map(str, slow))
-
-
-@pytest.mark.parametrize("name", sorted(KNOWN_SLOW))
-def test_the_patterns_known_to_be_slow_still_are(name: str) -> None:
-    """Strict: a pattern made linear must leave ``KNOWN_SLOW``."""
-    assert slow_cases(name, found_patterns()[name]), f"{name} is linear now: unlist it"
 
 
 def test_the_reproducer_takes_linear_time() -> None:
