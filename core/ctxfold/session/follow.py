@@ -217,15 +217,8 @@ class Follower(Generic[T]):
             ) from exc
 
     def _reload(self) -> None:
-        """The session read again from its store, to be taken up as on a first read.
-        The log is read in two steps (messages, then compactions), so a read racing
-        another writer can meet a compaction that covers messages stored after it
-        read them, a :class:`CorruptRecordError`: it reads once more, and a record
-        damaged in the store is still one."""
-        try:
-            self.session.reload()
-        except CorruptRecordError:
-            self.session.reload()
+        """The session read again from its store, to be taken up as on a first read."""
+        self.session.reload()
         self._keys, self._cached = None, None
 
     def _start_over(self) -> None:

@@ -30,9 +30,14 @@ never a wrong history. What a deletion can still do is take a session back to a 
 it had after one of its writes (see ``SECURITY.md``).
 
 Logs written by an older ctxfold (:class:`Format`: bare records, or chained records
-without heads) are read as they are only when every record of the log is of that one
-format; the first write (or :func:`migrate`) copies such a log into a new epoch of the
-current format, once.
+without heads) are not read: opening one is a :class:`CorruptRecordError` saying to run
+:func:`migrate` (or ``ctxfold migrate <id> --store <spec>``) once, which copies such a
+log, if every record of it is of that one format, into a new epoch of the current one.
+
+A reader racing a writer reads one state the log had: the messages, then the
+compactions, reading on to the messages a compaction covers that were stored after it
+read them (and to the compactions their heads count); a clear stored meanwhile ends
+the history where it closed the epoch.
 
 Writes never overwrite: each goes where the next record belongs, and only if that place
 is free (:func:`ctxfold.storage.put_new`, atomic on the built-in stores), so a second
@@ -234,6 +239,12 @@ class Counts:
         return cls(tokens, by)
 
 
+def _past(record: dict[str, Any], messages: int) -> bool:
+    """Whether the compaction record ``record`` says the history holds more than
+    ``messages`` messages (it covers more, or was written after more)."""
+    return any(type(v) is int and v > messages for v in (record.get("upto"), record.get("n")))
+
+
 def _decision(
     index: int, action: Action, reason: str, before: int, after: int, step: str, flags: Any
 ) -> Decision:
@@ -289,6 +300,10 @@ class SessionLog:
         self.messages = 0  # how many this epoch holds
         self.folds = 0
         self._counted = 0  # the compactions the newest write of messages counted
+        self._marks: list[bytes] = []  # the landmarks of the messages read
+        self._cleared = False  # whether a clear was written since the markers were read
+        self._history: list[Message] = []  # what load read: its messages and their bytes
+        self._rows: list[bytes] = []
         self._markers()
         self._start()
 
@@ -435,14 +450,15 @@ class SessionLog:
         return not self.form.legacy
 
     def _series(
-        self, kind: str, read: _Read
+        self, kind: str, read: _Read, n: int = 0, marks: list[bytes] | None = None
     ) -> Iterator[tuple[str, bytes, tuple[str, bytes] | None]]:
         """Each record of the series ``kind`` (``"m"`` messages, ``"c"`` compactions) of
-        the current epoch, its stored bytes, and for record ``256 k`` the landmark
-        written with it; ``read``: the first round trip's. The series ends at its first
+        the current epoch from record ``n``, its stored bytes, and for record ``256 k``
+        the landmark written with it; ``read``: the first round trip's; ``marks``: the
+        landmarks before ``n`` (filled with those read). The series ends at its first
         gap: one before the last landmark's record, or with a record after it in the
         same round trip, is a :class:`CorruptRecordError`."""
-        e, n, marks = self.epoch, 0, list[bytes]()
+        e, marks = self.epoch, [] if marks is None else marks
         more = self._landmarks(kind, marks, read.marks)
         while True:
             reach = _PROBE * len(marks)  # the last landmark's record (none: 0)
@@ -480,11 +496,12 @@ class SessionLog:
         """The first round trip of :meth:`load`: the first messages and landmarks, with
         what tells whether an epoch marker was removed; the epoch's format."""
         e = self.epoch
-        around = [f"{e + 1}:m:0", f"{e + 1}:c:0"]
+        around = [f"{e + 1}:m:0", f"{e + 1}:c:0", f"e:{e + 1}"]
         self.form = Format.CURRENT
         read = self._window("m", 0, 1, around)
-        for key, value in zip(around, read.extra, strict=True):
-            if value is not None:
+        self._cleared = read.extra[-1] is not None  # since the markers were read
+        for key, value in zip(around[:2], read.extra, strict=False):
+            if value is not None and not self._cleared:
                 raise self._corrupt(
                     key, f"exists, but the marker of its epoch (e:{e + 1}) does not"
                 )
@@ -502,8 +519,8 @@ class SessionLog:
             f"session {self.session_id!r}: the record {key!r} is of the "
             f"{self.form.name.lower()} format, which an older ctxfold wrote and which is "
             "not read unchecked: if the store's records are trusted, migrate the session "
-            f"once (ctxfold.session.migrate({self.session_id!r}, store=...)) and open it "
-            "again",
+            f"once (ctxfold.session.migrate({self.session_id!r}, store=...), or "
+            f"`ctxfold migrate {self.session_id} --store <spec>`) and open it again",
             ids=(key,),
         )
 
@@ -527,14 +544,23 @@ class SessionLog:
                     marker = f"e:{int(key.split(':')[0]) + 1}"
                     raise self._corrupt(marker, "is an unchained marker after chained records")
 
-    def _message_records(self) -> Iterator[tuple[_Stored, dict[str, Any]]]:
-        """Each message record of the current epoch, checked, with its stored form."""
-        read = self._first()
+    def _message_records(self, n: int = 0) -> Iterator[tuple[_Stored, dict[str, Any]]]:
+        """Each message record of the current epoch from message ``n``, checked, with
+        its stored form. A clear written since the epoch markers were read ends the
+        history where it closed the epoch (as it stood before the clear, which the
+        next write then meets as another writer's)."""
+        if n == 0:
+            self._marks, read = [], self._first()
+        else:
+            read = self._window("m", n, len(self._marks) + 1)
         head, heads = self.heads[-1], self.heads
-        for key, raw, mark in self._series("m", read):
+        for key, raw, mark in self._series("m", read, n, self._marks):
             stored = self._parse(key, raw)
             record, head = self._opened(stored, head)
             if record.get("k") == "clear":
+                if self._cleared or self._get([f"e:{self.epoch + 1}"])[0] is not None:
+                    self._cleared = True
+                    return
                 raise self._corrupt(
                     key,
                     f"closes this epoch, but the next one's marker (e:{self.epoch + 1}) is missing",
@@ -557,28 +583,54 @@ class SessionLog:
 
     def load(self) -> tuple[list[Message], list[bytes]]:
         """The history of the current epoch, each message checked, and each one's
-        stored bytes; then :meth:`compactions` gives its compactions."""
-        history: list[Message] = []
-        rows: list[bytes] = []
+        stored bytes; then :meth:`compactions` gives its compactions (and appends to
+        these lists the messages another writer stored since, where a compaction
+        covers them: one consistent state of the log, never a false corruption)."""
+        self._history, self._rows = [], []
+        self.messages = self.folds = 0
+        self._read_messages(0)
+        return self._history, self._rows
+
+    def _read_messages(self, n: int) -> None:
+        """Read the messages from message ``n`` on into the history :meth:`load` gives."""
         last: _Stored | None = None
-        for stored, record in self._message_records():
+        for stored, record in self._message_records(n):
             try:
-                history.append(message_from_record(record))
+                self._history.append(message_from_record(record))
             except _UNREADABLE:
                 raise self._corrupt(stored.key, "is not a message") from None
-            rows.append(stored.raw)
+            self._rows.append(stored.raw)
             last = stored
-        self.messages, self.folds = len(history), 0
-        self._counted = self._head(last)
-        return history, rows
+        if last is not None or n == 0:
+            self.messages = len(self._history)
+            self._counted = self._head(last)
 
     def _fold_records(self) -> Iterator[tuple[str, dict[str, Any], int]]:
         """Each compaction record of the current epoch, checked, and how many messages
-        it covers (after :meth:`load`); the last is the newest the log's heads count."""
-        for key, raw, mark in self._series("c", self._window("c", 0, 1)):
+        it covers (after :meth:`load`); the last is the newest the log's heads count.
+        Messages another writer stored since :meth:`load` read them are read where a
+        compaction covers them, and the compactions their heads count after those."""
+        marks: list[bytes] = []
+        while True:
+            read = self.messages
+            yield from self._fold_series(marks)
+            if self.folds >= self._counted or self.messages == read:
+                break
+        if self.folds < self._counted:
+            raise self._corrupt(
+                f"{self.epoch}:c:{self.folds}",
+                f"is missing: the newest messages were written after {self._counted} compactions",
+            )
+
+    def _fold_series(self, marks: list[bytes]) -> Iterator[tuple[str, dict[str, Any], int]]:
+        """The compaction records from :attr:`folds` on, as :meth:`_fold_records`."""
+        n = self.folds
+        for key, raw, mark in self._series("c", self._window("c", n, len(marks) + 1), n, marks):
             stored = self._parse(key, raw)
             record = stored.record if isinstance(stored.record, dict) else {}
             upto = record.get("upto")
+            if not self.migrating and _past(record, self.messages):
+                self._read_messages(self.messages)  # written since the messages were read
             if type(upto) is not int or not 0 <= upto <= self.messages:
                 raise self._corrupt(key, f"covers {upto!r} messages of {self.messages}")
             record, self.fold_head = self._opened(stored, self.fold_head, self.heads[upto])
@@ -592,11 +644,6 @@ class SessionLog:
             self._marked(mark, self.fold_head)
             yield key, record, upto
             self.folds += 1
-        if self.folds < self._counted:
-            raise self._corrupt(
-                f"{self.epoch}:c:{self.folds}",
-                f"is missing: the newest messages were written after {self._counted} compactions",
-            )
 
     def compactions(self) -> Iterator[tuple[Fold, Counts | None]]:
         """The compactions of the current epoch, each checked, one at a time (after

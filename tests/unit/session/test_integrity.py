@@ -14,6 +14,7 @@ import subprocess
 import sys
 import textwrap
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -581,3 +582,76 @@ def test_stored_records_fuzzed_read_as_written_or_as_corrupt() -> None:
         assert got == expected, (run, a)
         outcomes["as written"] += 1
     assert outcomes["refused"] > 250  # most changes are changes (not of epoch 0's)
+
+
+class _Interleaved(MemoryStore):
+    """A store on which another writer writes (``write()``, once) just before a read
+    first asks for a key ending ``when``: a reader racing a writer, made repeatable."""
+
+    def __init__(self, when: str) -> None:
+        super().__init__()
+        self.when, self.write = when, lambda: None
+
+    def get_many(self, ids: Sequence[str]) -> list[bytes | None]:
+        if any(i.endswith(self.when) for i in ids):
+            write, self.write = self.write, lambda: None
+            write()
+        return super().get_many(ids)
+
+
+def _agenda(store: object, turns: int) -> Session:
+    session = Session("race", store=store, budget=140)
+    for i in range(turns):
+        session.add({"role": "user", "content": f"Day {i}: what is on the agenda? " * 3})
+        session.add({"role": "assistant", "content": f"Item {i}: review the budget. " * 3})
+        session.render()
+    return session
+
+
+@pytest.mark.parametrize("when", [":0:m:0", ":0:c:0"])
+def test_a_read_racing_a_writer_gets_one_state_the_session_had(when: str) -> None:
+    """A reader whose writer stores messages and a compaction between the reader's
+    read of the messages and of the compactions (or before both) reads the log as
+    it stands after that write, never a false CorruptRecordError."""
+    store = _Interleaved(when)
+    writer = _agenda(store, 6)
+    store.write = lambda: _chat_more(writer)
+    reader = Session.load("race", store=store, budget=140)
+    assert reader.history == writer.history
+    assert reader._log.folds == writer._log.folds
+    assert reader.render().messages == writer.render().messages
+
+
+def _chat_more(session: Session) -> None:
+    for i in range(3):
+        session.add({"role": "user", "content": f"Later {i}: and the travel plans? " * 3})
+        session.add({"role": "assistant", "content": f"Booked {i}: train at nine. " * 3})
+        session.render()
+
+
+def test_a_clear_racing_a_read_gives_the_history_before_it() -> None:
+    """A clear written after the reader read the epoch markers: the reader gets the
+    history as it stood before the clear, and its next write meets the clear as
+    another writer's (so nothing is written into the closed epoch)."""
+    store = _Interleaved(":0:m:0")
+    writer = _agenda(store, 4)
+    before = writer.history
+    store.write = writer.clear
+    reader = Session.load("race", store=store, budget=140)
+    assert reader.history == before
+    with pytest.raises(ConcurrentWriteError):
+        reader.add({"role": "user", "content": "one more"})
+    reader.reload()
+    assert reader.history == ()
+
+
+def test_the_newest_messages_removed_under_a_compaction_are_an_error(rows: _Rows) -> None:
+    """Reading on to the messages a compaction covers does not hide a deletion: the
+    newest messages removed under the compaction that covers them are an error."""
+    session = _agenda(rows.store(), 6)
+    while session._log._counted == session._log.folds:  # until a render compacts last
+        _chat_more(session)
+    n = len(session.history)
+    rows.delete("race", f"0:m:{n - 1}")
+    with pytest.raises(CorruptRecordError, match=r"session 'race'.*'0:c:\d+' covers"):
+        Session.load("race", store=rows.store(), budget=140)
