@@ -1,10 +1,10 @@
 """A session that follows a message list kept elsewhere (a framework's chat history, a
 chat store, an agent's checkpointed state): each read adds to the session what is new
-in the list, renders once per change, and starts over when the list was changed
-otherwise (cleared, edited), taking up what another writer of the same session wrote
-first; and the split of a render into what stands for the older messages, the list's
-own newest items and the recall block, so that a wrapper sends its framework's own
-objects for the part that is unchanged."""
+in the list, renders once per change, and cuts the session back to the first item
+that changed when the list was changed otherwise (cleared, edited), taking up what
+another writer of the same session wrote first; and the split of a render into what
+stands for the older messages, the list's own newest items and the recall block, so
+that a wrapper sends its framework's own objects for the part that is unchanged."""
 
 from __future__ import annotations
 
@@ -81,6 +81,12 @@ class Followed:
         return out
 
 
+def _common(a: Sequence[Any], b: Sequence[Any]) -> int:
+    """How many first items ``a`` and ``b`` have in common."""
+    n = min(len(a), len(b))
+    return next((i for i in range(n) if a[i] != b[i]), n)
+
+
 class Follower(Generic[T]):
     """Reads ``session``'s history from a list of ``T`` kept elsewhere, converted with
     ``convert``. Each item is known by ``key(item)``: a snapshot of what the model
@@ -89,8 +95,10 @@ class Follower(Generic[T]):
     replaced by another with the same id, reads as changed. The list is taken to grow
     at its end: a read compares the keys of the part read before with the keys it
     now has, adds only what follows, and renders once per change, budget and query.
-    A list that shrank or whose known part changed is read again from the start (the
-    session's earlier record stays in its store).
+    A list that shrank or whose known part changed is read again from its first
+    changed item: the session is cut back to the items before it
+    (:meth:`Session.truncate`, two records) and the rest added again (the dropped
+    records stay in its store).
 
     A session whose store already holds messages (a persistent store reopened) is
     taken up on the first read when the list begins with exactly those messages;
@@ -167,9 +175,10 @@ class Follower(Generic[T]):
     def _render(self, items: Sequence[T], budget: int | None, query: Query) -> CompressionResult:
         if self._keys is None:
             self._take_up(items)
-        if not self.holds_start_of(items):
-            self._start_over()
         keys = self._keys if self._keys is not None else []
+        if keys:
+            self._cut_to(_common(keys, self._keys_of(items[: len(keys)])))
+            keys = self._keys if self._keys is not None else []
         if len(items) > len(keys):
             new = items[len(keys) :]
             self.session.add(self._convert(new))
@@ -225,15 +234,19 @@ class Follower(Generic[T]):
         self.session.clear()
         self._keys, self._cached = [], None
 
+    def _cut_to(self, same: int) -> None:
+        """Keep the first ``same`` messages the session holds (the list's items still
+        match them), dropping the rest: only what changed is written again."""
+        if self._keys is not None and same < len(self._keys):
+            self.session.truncate(same)
+            self._keys, self._cached = self._keys[:same], None
+
     def _take_up(self, items: Sequence[T]) -> None:
         held = self.session.history
-        k = len(held)
-        if k and k <= len(items):
-            converted = self._convert(items[:k])
-            if [m.fingerprint for m in converted] == [m.fingerprint for m in held]:
-                self._keys = self._keys_of(items[:k])
-                return
-        if k:
-            self._start_over()
-        else:
-            self._keys = []
+        self._keys = []
+        if not held:
+            return
+        k = min(len(held), len(items))
+        converted = self._convert(items[:k])
+        self._keys = self._keys_of(items[:k]) + [None] * (len(held) - k)
+        self._cut_to(_common([m.fingerprint for m in converted], [m.fingerprint for m in held]))

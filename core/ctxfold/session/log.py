@@ -15,7 +15,10 @@ ever written twice, so the record works on every store, SQLite and Redis include
   before it reads it;
 - ``e:<epoch>``: :meth:`SessionLog.clear` opened this epoch, and closed the one before
   with a record in its place ``<epoch - 1>:m:<n>``; the older epochs stay in the store
-  (nothing is ever lost), unseen by the session.
+  (nothing is ever lost), unseen by the session. :meth:`SessionLog.truncate` does the
+  same, and its marker says how many messages and compactions of the epoch before the
+  new one keeps by reference (a history cut back writes two records, not what it
+  keeps): record ``n`` of a series is read from the newest epoch that wrote it.
 
 Every record is stored as ``{"d": <digest>, "r": <record>, "v": 3}``: ``d`` chains the
 SHA-256 of the record to the one before it (a compaction's also to the history it
@@ -48,6 +51,7 @@ concurrency, the record's position its version.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -286,6 +290,54 @@ class _Read:
     extra: list[bytes | None]
 
 
+@dataclass(frozen=True)
+class _Kept:
+    """What an epoch opened by :meth:`SessionLog.truncate` holds of the one before, by
+    reference: its first ``messages`` messages and ``folds`` compactions, and the
+    digests after them (``head``, ``fold_head``, hex)."""
+
+    messages: int
+    folds: int
+    head: str
+    fold_head: str
+
+    @classmethod
+    def from_marker(cls, record: Any, epoch: int) -> _Kept | None:
+        """What the marker ``record`` of ``epoch`` keeps (``None``: an epoch opened
+        empty), or a ``ValueError`` for a record that is no marker of ``epoch``."""
+        if record == {"k": "epoch", "epoch": epoch}:
+            return None
+        if not isinstance(record, dict) or record.keys() != _KEPT or record.get("k") != "epoch":
+            raise ValueError("not a marker")
+        kept = cls(record["messages"], record["folds"], record["head"], record["fold_head"])
+        if record["epoch"] != epoch or not kept._valid():
+            raise ValueError("not a marker")
+        return kept
+
+    def _valid(self) -> bool:
+        counts = (self.messages, self.folds)
+        digests = (self.head, self.fold_head)
+        return (
+            all(type(n) is int and n >= 0 for n in counts)
+            and self.messages > 0
+            and all(type(d) is str and len(d) == 64 for d in digests)
+        )
+
+    def record(self, epoch: int) -> dict[str, Any]:
+        """The marker of ``epoch`` that keeps this."""
+        return {
+            "k": "epoch",
+            "epoch": epoch,
+            "messages": self.messages,
+            "folds": self.folds,
+            "head": self.head,
+            "fold_head": self.fold_head,
+        }
+
+
+_KEPT = frozenset(("k", "epoch", "messages", "folds", "head", "fold_head"))
+
+
 class SessionLog:
     """The stored record of one session: append messages and folds, read them back,
     each checked against the running digest of what came before."""
@@ -304,13 +356,52 @@ class SessionLog:
         self._cleared = False  # whether a clear was written since the markers were read
         self._history: list[Message] = []  # what load read: its messages and their bytes
         self._rows: list[bytes] = []
+        self._kept: dict[int, _Kept] = {}  # the epochs truncate opened, and what they keep
         self._markers()
         self._start()
 
+    def _route(self) -> None:
+        """Find where the current epoch's records are stored (see :meth:`_lineage`)."""
+        self._owners = {kind: self._lineage(kind) for kind in ("m", "c")}
+
     def _start(self) -> None:
-        root = _root(self.session_id, self.epoch, self.form)
+        self._route()
+        root = _root(self.session_id, self._owners["m"][1][0], self.form)
         self.heads = Column([root])  # heads[n]: the digest of the first n messages
         self.fold_head = root
+        self.fold_heads = Column([root])  # fold_heads[k]: after the first k compactions
+        self.uptos: list[int] = []  # how many messages each compaction covers
+
+    def _lineage(self, kind: str) -> tuple[list[int], list[int]]:
+        """Where each record of the series ``kind`` of the current epoch is stored: the
+        first records an epoch holds (ascending) and the epochs, so that record ``n``
+        is in ``epochs[i]`` for the last ``starts[i] <= n``. An epoch that
+        :meth:`truncate` opened holds its first records by reference to the one
+        before (and so on back)."""
+        starts: list[int] = []
+        epochs: list[int] = []
+        limit, e = None, self.epoch
+        while True:
+            kept = self._kept.get(e)
+            start = 0 if kept is None else kept.messages if kind == "m" else kept.folds
+            if limit is None or start < limit:
+                starts.append(start)
+                epochs.append(e)
+                limit = start
+            if kept is None or limit == 0:
+                return starts[::-1], epochs[::-1]
+            e -= 1
+
+    def _owner(self, kind: str, n: int) -> int:
+        """The epoch that stores record ``n`` of the series ``kind``."""
+        starts, epochs = self._owners[kind]
+        if len(epochs) == 1:
+            return epochs[0]
+        return epochs[bisect.bisect_right(starts, n) - 1]
+
+    def _own(self, kind: str) -> int:
+        """The first record of the series ``kind`` the current epoch stores itself."""
+        return self._owners[kind][0][-1]
 
     def _corrupt(self, key: str, why: str) -> CorruptRecordError:
         return CorruptRecordError(
@@ -403,6 +494,7 @@ class SessionLog:
         (markers written before they were chained come first, and only first)."""
         root = self.mark_head = _link(namespace(self.session_id).encode(), b"e:3")
         self.epoch = self.bare_markers = 0
+        self._kept = {}
         for key, value in self._records(lambda n: f"e:{n + 1}"):
             stored = self._parse(key, value)
             self.epoch += 1
@@ -414,34 +506,42 @@ class SessionLog:
             if stored.form is not Format.CURRENT:
                 raise self._corrupt(key, "is not an epoch marker")
             self.mark_head = self._checked(stored, self.mark_head)
-            if stored.record != {"k": "epoch", "epoch": self.epoch}:
-                raise self._corrupt(key, f"is not the marker of epoch {self.epoch}")
+            try:
+                kept = _Kept.from_marker(stored.record, self.epoch)
+            except ValueError:
+                raise self._corrupt(key, f"is not the marker of epoch {self.epoch}") from None
+            if kept is not None:
+                self._kept[self.epoch] = kept
 
     def _window(
         self, kind: str, n: int, marks_from: int | None, extra: Sequence[str] = ()
     ) -> _Read:
         """One round trip of ``_PROBE`` keys: records from ``n`` of the series ``kind``,
         after ``_MARKS`` landmarks from ``marks_from`` and the keys ``extra``."""
-        e = self.epoch
+        owner = self._owner
         keys = [*extra]
         if marks_from is not None:
-            keys += [f"{e}:{kind}w:{k}" for k in range(marks_from, marks_from + _MARKS)]
+            keys += [
+                f"{owner(kind, k * _PROBE)}:{kind}w:{k}"
+                for k in range(marks_from, marks_from + _MARKS)
+            ]
         size = len(keys)
-        keys += [f"{e}:{kind}:{k}" for k in range(n, n + _PROBE - size)]
+        keys += [f"{owner(kind, k)}:{kind}:{k}" for k in range(n, n + _PROBE - size)]
         got = self._get(keys)
         return _Read(got[size:], got[len(extra) : size], got[: len(extra)])
 
     def _landmarks(self, kind: str, marks: list[bytes], read: list[bytes | None]) -> bool:
         """Take the landmarks of one round trip into ``marks``: whether more may follow."""
-        e, base = self.epoch, len(marks)
+        base = len(marks)
         for j, value in enumerate(read):
+            at = f"{self._owner(kind, (base + j + 1) * _PROBE)}:{kind}w:{base + j + 1}"
             if value is not None and self.form.legacy:
-                raise self._corrupt(f"{e}:{kind}w:{base + j + 1}", "is in a log of an older format")
+                raise self._corrupt(at, "is in a log of an older format")
             if value is None and not self.form.legacy:
                 later = next((k for k in range(j + 1, len(read)) if read[k] is not None), None)
                 if later is not None:
                     raise self._corrupt(
-                        f"{e}:{kind}w:{base + j + 1}",
+                        at,
                         f"is missing, and {kind}w:{base + later + 1} is not",
                     )
                 return False
@@ -458,18 +558,22 @@ class SessionLog:
         landmarks before ``n`` (filled with those read). The series ends at its first
         gap: one before the last landmark's record, or with a record after it in the
         same round trip, is a :class:`CorruptRecordError`."""
-        e, marks = self.epoch, [] if marks is None else marks
+        owner, own = self._owner, self._own(kind)
+        marks = [] if marks is None else marks
         more = self._landmarks(kind, marks, read.marks)
         while True:
             reach = _PROBE * len(marks)  # the last landmark's record (none: 0)
             for j, value in enumerate(read.values):
-                slot, key = n + j, f"{e}:{kind}:{n + j}"
+                slot = n + j
+                key = f"{owner(kind, slot)}:{kind}:{slot}"
                 if value is None:
+                    if slot < own:
+                        raise self._corrupt(key, f"is missing, and epoch {self.epoch} holds it")
                     self._ended(key, slot, reach, read.values[j + 1 :])
                     return
                 mark = None
                 if slot and not slot % _PROBE and not self.form.legacy:
-                    mark_key = f"{e}:{kind}w:{slot // _PROBE}"
+                    mark_key = f"{owner(kind, slot)}:{kind}w:{slot // _PROBE}"
                     if slot > reach:
                         raise self._corrupt(mark_key, f"is missing, and {key} is not")
                     mark = (mark_key, marks[slot // _PROBE - 1])
@@ -558,6 +662,8 @@ class SessionLog:
             stored = self._parse(key, raw)
             record, head = self._opened(stored, head)
             if record.get("k") == "clear":
+                if len(heads) - 1 < self._own("m"):
+                    raise self._corrupt(key, f"closes its epoch where epoch {self.epoch} holds on")
                 if self._cleared or self._get([f"e:{self.epoch + 1}"])[0] is not None:
                     self._cleared = True
                     return
@@ -571,9 +677,13 @@ class SessionLog:
             yield stored, record
 
     def _head(self, last: _Stored | None) -> int:
-        """How many compactions the newest write of messages counted (its head)."""
-        if last is None or self.form.legacy:
+        """How many compactions the newest write of messages counted (its head; the
+        marker's where the current epoch wrote none)."""
+        if self.form.legacy:
             return 0
+        if last is None or self.messages <= self._own("m"):
+            kept = self._kept.get(self.epoch)
+            return 0 if kept is None else kept.folds
         head = last.head
         if not (isinstance(head, list) and len(head) == 1 and type(head[0]) is int):
             raise self._corrupt(
@@ -604,6 +714,22 @@ class SessionLog:
         if last is not None or n == 0:
             self.messages = len(self._history)
             self._counted = self._head(last)
+        if n == 0:
+            self._check_kept("m", self.heads)
+
+    def _check_kept(self, kind: str, heads: Sequence[bytes]) -> None:
+        """Check that the records the current epoch holds by reference (see
+        :meth:`truncate`) are those its marker names."""
+        kept = self._kept.get(self.epoch)
+        if kept is None:
+            return
+        own = self._own(kind)
+        digest = kept.head if kind == "m" else kept.fold_head
+        if own and heads[own].hex() != digest:  # (heads reach it: a gap is an error)
+            what = "messages" if kind == "m" else "compactions"
+            raise self._corrupt(
+                f"e:{self.epoch}", f"does not match the {what} it keeps of epoch {self.epoch - 1}"
+            )
 
     def _fold_records(self) -> Iterator[tuple[str, dict[str, Any], int]]:
         """Each compaction record of the current epoch, checked, and how many messages
@@ -616,6 +742,7 @@ class SessionLog:
             yield from self._fold_series(marks)
             if self.folds >= self._counted or self.messages == read:
                 break
+        self._check_kept("c", self.fold_heads)
         if self.folds < self._counted:
             raise self._corrupt(
                 f"{self.epoch}:c:{self.folds}",
@@ -624,17 +751,22 @@ class SessionLog:
 
     def _fold_series(self, marks: list[bytes]) -> Iterator[tuple[str, dict[str, Any], int]]:
         """The compaction records from :attr:`folds` on, as :meth:`_fold_records`."""
-        n = self.folds
+        n, own = self.folds, self._own("c")
         for key, raw, mark in self._series("c", self._window("c", n, len(marks) + 1), n, marks):
             stored = self._parse(key, raw)
             record = stored.record if isinstance(stored.record, dict) else {}
             upto = record.get("upto")
-            if not self.migrating and _past(record, self.messages):
+            held = self.folds >= own  # not one the epoch holds by reference (its n is of another)
+            if held and not self.migrating and _past(record, self.messages):
                 self._read_messages(self.messages)  # written since the messages were read
             if type(upto) is not int or not 0 <= upto <= self.messages:
                 raise self._corrupt(key, f"covers {upto!r} messages of {self.messages}")
             record, self.fold_head = self._opened(stored, self.fold_head, self.heads[upto])
+            self.fold_heads.append(self.fold_head)
+            self.uptos.append(upto)
             written = record.get("n", upto) if self.form.legacy else record.get("n")
+            if not held:
+                written = upto
             if type(written) is not int or not upto <= written <= self.messages:
                 raise self._corrupt(
                     key,
@@ -728,21 +860,46 @@ class SessionLog:
         entries.update(_landmark(self.epoch, "c", self.folds, head))
         self._put(entries)
         self.fold_head = head
+        self.fold_heads.append(head)
+        self.uptos.append(fold.upto)
         self.folds += 1
 
     def clear(self) -> None:
         """Open a new, empty epoch; the old one stays in the store, closed by a record
         in the place of its next message (so a removed marker is seen)."""
+        self._close(None)
+        self.messages = self.folds = self._counted = 0
+        self._start()
+
+    def truncate(self, keep: int) -> None:
+        """Open a new epoch that holds the first ``keep`` messages of this one
+        (``0 < keep <= messages``) and the compactions that cover no more than them,
+        by reference: only its marker and the record closing this epoch are written,
+        whatever the length of what it keeps."""
+        if not 0 < keep <= self.messages:
+            raise ValueError(f"keep must be in 1..{self.messages}, got {keep}")
+        folds = next((k for k, upto in enumerate(self.uptos) if upto > keep), len(self.uptos))
+        kept = _Kept(keep, folds, self.heads[keep].hex(), self.fold_heads[folds].hex())
+        self._close(kept)
+        self._kept[self.epoch] = kept
+        self._route()
+        self.heads = Column(self.heads[: keep + 1])
+        self.fold_heads = Column(self.fold_heads[: folds + 1])
+        self.fold_head, self.uptos = self.fold_heads[-1], self.uptos[:folds]
+        self.messages, self.folds, self._counted = keep, folds, folds
+
+    def _close(self, kept: _Kept | None) -> None:
+        """Write the marker of the next epoch (keeping ``kept``) and the record that
+        closes the current one, in one write, and move to the next epoch."""
         e, n = self.epoch, self.messages
-        marker, mark_head = self._sealed({"k": "epoch", "epoch": e + 1}, self.mark_head)
+        record = {"k": "epoch", "epoch": e + 1} if kept is None else kept.record(e + 1)
+        marker, mark_head = self._sealed(record, self.mark_head)
         closing, digest = self._sealed({"k": "clear", "epoch": e + 1}, self.heads[-1])
         entries = {f"e:{e + 1}": marker, f"{e}:m:{n}": closing}
         if not self.form.legacy:
             entries.update(_landmark(e, "m", n, digest))
         self._put(entries)
         self.epoch, self.mark_head, self.form = e + 1, mark_head, Format.CURRENT
-        self.messages = self.folds = self._counted = 0
-        self._start()
 
     def upgrade(self) -> None:
         """Copy the current epoch, of an older :class:`Format`, into a new epoch of the
@@ -764,15 +921,18 @@ class SessionLog:
             entries[f"{e + 1}:m:{k}"] = row
             entries.update(_landmark(e + 1, "m", k, digest))
             heads.append(digest)
-        fold_head = heads[0]
+        fold_heads = [heads[0]]
         for k, record in enumerate(folds):
             upto = record["upto"]
-            row, fold_head = self._sealed({**record, "n": n}, fold_head, heads[upto])
+            row, fold_head = self._sealed({**record, "n": n}, fold_heads[-1], heads[upto])
             entries[f"{e + 1}:c:{k}"] = row
             entries.update(_landmark(e + 1, "c", k, fold_head))
+            fold_heads.append(fold_head)
         self._put(entries)
         self.epoch, self.mark_head, self.form = e + 1, mark_head, Format.CURRENT
-        self.heads, self.fold_head = Column(heads), fold_head
+        self._route()
+        self.heads, self.fold_heads = Column(heads), Column(fold_heads)
+        self.fold_head, self.uptos = fold_heads[-1], [record["upto"] for record in folds]
         self.messages, self.folds, self._counted = n, f, f
 
 

@@ -486,6 +486,28 @@ class Session:
                 drop_cleared(self._log)
             self._reset()
 
+    def truncate(self, keep: int) -> None:
+        """Drop the history's messages after the first ``keep`` (a history edited or
+        cut back there), and the compactions that took in any of them; ``keep=0``
+        is :meth:`clear`. The store writes two records whatever the length of what
+        is kept: a new epoch of the log holds the kept messages and compactions by
+        reference, checked as the rest (:mod:`ctxfold.session.log`); the dropped ones
+        stay in the store, unseen, as a clear leaves them."""
+        if type(keep) is not int or keep < 0:
+            raise ConfigurationError(f"keep must be an integer of at least 0, got {keep!r}")
+        with self._lock:
+            if keep > len(self._history):
+                raise ConfigurationError(
+                    f"keep={keep}, but the history holds {len(self._history)} messages"
+                )
+            if keep == len(self._history):
+                return
+            if keep == 0:
+                self.clear()
+                return
+            self._log.truncate(keep)
+            self._load()
+
     @classmethod
     def delete(cls, session_id: str, *, store: VerbatimStore | str | None = None) -> int:
         """Delete every record of the session ``session_id`` from ``store`` (as the

@@ -21,7 +21,7 @@ from langchain_core.runnables.history import RunnableWithMessageHistory
 
 import ctxfold
 from ctxfold.exceptions import ConcurrentWriteError
-from ctxfold.storage import MemoryStore, RedisStore, VerbatimStore
+from ctxfold.storage import MemoryStore, RedisStore, SQLiteStore, VerbatimStore
 from ctxfold.validity import turn_order_problems
 from langchain_ctx import CompressedChatMessageHistory, from_langchain
 
@@ -183,6 +183,25 @@ def test_an_earlier_message_edited_or_replaced_is_read_again() -> None:
     assert history.messages[1].content == "Noted, card on file."
     inner.messages[-1].content = "Edited last."  # the last message object, in place
     assert history.messages[-1].content == "Edited last."
+
+
+def test_an_edit_of_a_long_history_stores_only_what_it_changed(tmp_path: Path) -> None:
+    """An edit near the end of a 200-message history on a SQLite store: the store
+    keeps the edited history (read back by a new object, as another process would)
+    and grows by the messages from the edit on, not by the whole history again."""
+    from langchain_core.chat_history import InMemoryChatMessageHistory
+
+    inner = InMemoryChatMessageHistory()
+    inner.add_messages([m for k in range(100) for m in _turn(k)])
+    store = SQLiteStore(tmp_path / "h.db")
+    history = CompressedChatMessageHistory(inner, budget=4000, session_id="e", store=store)
+    assert len(history.messages) > 0  # read: the session now holds the history
+    before = len(store.ids_with_prefix(""))
+    inner.messages[196] = HumanMessage("Actually, make it Friday.")
+    assert any(m.content == "Actually, make it Friday." for m in history.messages)
+    assert len(store.ids_with_prefix("")) - before < 20  # 4 messages, 2 records, a compaction's few
+    again = ctxfold.Session.load("e", store=SQLiteStore(tmp_path / "h.db"))
+    assert [m.text for m in again.history] == [m.content for m in inner.messages]
 
 
 # ---------------------------------------------------------------- two writers, one session

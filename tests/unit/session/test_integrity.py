@@ -629,20 +629,21 @@ def _chat_more(session: Session) -> None:
         session.render()
 
 
-def test_a_clear_racing_a_read_gives_the_history_before_it() -> None:
-    """A clear written after the reader read the epoch markers: the reader gets the
-    history as it stood before the clear, and its next write meets the clear as
-    another writer's (so nothing is written into the closed epoch)."""
+@pytest.mark.parametrize("keep", [0, 3])
+def test_a_clear_racing_a_read_gives_the_history_before_it(keep: int) -> None:
+    """A clear (or a truncation) written after the reader read the epoch markers: the
+    reader gets the history as it stood before, and its next write meets the clear
+    as another writer's (so nothing is written into the closed epoch)."""
     store = _Interleaved(":0:m:0")
     writer = _agenda(store, 4)
     before = writer.history
-    store.write = writer.clear
+    store.write = lambda: writer.truncate(keep)
     reader = Session.load("race", store=store, budget=140)
     assert reader.history == before
     with pytest.raises(ConcurrentWriteError):
         reader.add({"role": "user", "content": "one more"})
     reader.reload()
-    assert reader.history == ()
+    assert reader.history == before[:keep] == writer.history
 
 
 def test_the_newest_messages_removed_under_a_compaction_are_an_error(rows: _Rows) -> None:
@@ -655,3 +656,110 @@ def test_the_newest_messages_removed_under_a_compaction_are_an_error(rows: _Rows
     rows.delete("race", f"0:m:{n - 1}")
     with pytest.raises(CorruptRecordError, match=r"session 'race'.*'0:c:\d+' covers"):
         Session.load("race", store=rows.store(), budget=140)
+
+
+class _Reading(MemoryStore):
+    """A memory store that notes every key a read found."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: set[str] = set()
+
+    def get_many(self, ids: Sequence[str]) -> list[bytes | None]:
+        got = super().get_many(ids)
+        self.found.update(i for i, v in zip(ids, got, strict=True) if v is not None)
+        return got
+
+
+def _truncated(store: object) -> Session:
+    """A session truncated twice (three epochs, the kept part past a landmark),
+    compacted in each, then written on: ``2:m:<n>`` are its own messages."""
+    session = Session("cut", store=store, budget=300)
+    for k in range(150):
+        session.add({"role": "user", "content": f"Turn {k}: what about INV-{k}?"})
+        session.add({"role": "assistant", "content": f"INV-{k} is paid, {k} days ago."})
+        if k % 25 == 24:
+            session.render()
+    session.truncate(280)  # past the landmark at 256, inside no compaction
+    session.add({"role": "user", "content": "Then INV-7 again?"})
+    session.render()
+    session.truncate(100)  # inside the compactions: those past it are dropped
+    for k in range(3):
+        session.add({"role": "user", "content": f"New turn {k} about INV-{k}?"})
+        session.add({"role": "assistant", "content": f"New answer {k}."})
+    session.render()
+    return session
+
+
+def test_a_truncated_session_reads_back_as_it_was_left(rows: _Rows) -> None:
+    """A session truncated twice reads back (in a new object, as another process
+    would) with the same history, compaction and render, on every store."""
+    session = _truncated(rows.store())
+    assert session._log.epoch == 2 and 0 < session.folded <= len(session.history)
+    again = Session.load("cut", store=rows.store(), budget=300)
+    assert again.history == session.history and len(again.history) == 106
+    assert again.folded == session.folded
+    assert again.render().to_openai() == session.render().to_openai()
+
+
+def test_the_records_a_truncation_keeps_are_checked(rows: _Rows) -> None:
+    """A kept record of an earlier epoch deleted or edited, the truncation's marker
+    edited or deleted, the epoch's own first record deleted: each an error."""
+    _truncated(rows.store())
+    marker = rows.get("cut", "e:2")
+    assert marker is not None and b'"messages":100' in marker
+
+    def refused(local: str, value: bytes | None, match: str) -> None:
+        kept = rows.get("cut", local)
+        rows.delete("cut", local) if value is None else rows.set("cut", local, value)
+        with pytest.raises(CorruptRecordError, match=rf"session 'cut'.*{match}"):
+            Session.load("cut", store=rows.store(), budget=300)
+        assert kept is not None
+        rows.set("cut", local, kept)
+
+    refused("0:m:57", None, "'0:m:57' is missing")
+    edited = (rows.get("cut", "0:m:99") or b"").replace(b"INV-49", b"INV-94")
+    refused("0:m:99", edited, "'0:m:99'.*digest")
+    refused("e:2", marker.replace(b'"messages":100', b'"messages":99'), "'e:2'.*digest")
+    refused("e:2", None, "'1:m:281' closes this epoch")
+    refused("2:m:100", None, "'2:m:100' is missing")
+    refused("0:c:0", None, "'0:c:0' is missing")
+    Session.load("cut", store=rows.store(), budget=300)  # all put back: reads again
+
+
+def test_truncated_records_fuzzed_read_as_written_or_as_corrupt() -> None:
+    """The records of a truncated session (of every epoch it keeps from) changed as
+    in the test above: every load gives the history as written, or a
+    CorruptRecordError."""
+    store = MemoryStore()
+    session = _truncated(store)
+    expected = (session.history, session.folded, session.render().to_openai())
+    ns = namespace("cut")
+    log = re.compile(r"(\d+:(m|c|mw|cw)|e):\d+")
+    keys = sorted(k for k in store._data if k.startswith(ns) and log.fullmatch(k[len(ns) :]))
+    read = _Reading()
+    read._data.update(store._data)
+    Session.load("cut", store=read, budget=300)
+    kept = [k for k in keys if k in read.found]  # what a load reads (the rest is dropped)
+    assert any(":0:m:" in k for k in kept) and not any(":1:m:" in k for k in kept)
+    rng, outcomes = random.Random(4747), Counter[str]()
+    for run in range(300):
+        data = dict(store._data)
+        a = rng.choice(keys if run % 2 else kept)
+        if run % 10 == 9:
+            b = rng.choice(keys)
+            data[a], data[b] = data[b], data[a]
+        else:
+            data[a] = _mutated(data[a], rng)
+        copy = MemoryStore(key=store.key)
+        copy._data.update(data)
+        try:
+            again = Session.load("cut", store=copy, budget=300)
+            got = (again.history, again.folded, again.render().to_openai())
+        except CorruptRecordError as exc:
+            assert "session 'cut'" in str(exc)
+            outcomes["refused", a in kept] += 1
+            continue
+        assert got == expected, (run, a)
+        outcomes["as written", a in kept] += 1
+    assert outcomes["refused", True] > 140  # of the records read, nearly every change

@@ -594,7 +594,7 @@ def test_every_render_keeps_strict_turn_order_at_any_budget(share: float) -> Non
         session.add(m)
 
 
-def test_a_follower_adds_what_is_new_and_starts_over_on_an_edit() -> None:
+def test_a_follower_adds_what_is_new_and_reads_again_what_follows_an_edit() -> None:
     from ctxfold.session import Follower
 
     _, msgs = example_conversations()[-1]
@@ -617,12 +617,13 @@ def test_a_follower_adds_what_is_new_and_starts_over_on_an_edit() -> None:
     assert reads == [20, 6]  # only what was new
     edited = [*dicts[:5], {"role": "user", "content": "Start again."}]
     assert follower.render(edited).messages[-1].text == "Start again."
-    assert len(follower.session.history) == 6 and reads[-1] == 6
+    assert len(follower.session.history) == 6 and reads[-1] == 1  # after the 5 kept
     # an earlier item replaced, the length and the last item the same: read again
     removed = [*edited[:2], {"role": edited[2]["role"], "content": "[removed]"}, *edited[3:]]
     before = follower.render(edited)
     assert follower.render(removed) is not before
-    assert follower.session.history[2].text == "[removed]" and reads[-1] == 6
+    assert follower.session.history[2].text == "[removed]" and reads[-1] == 4
+    assert follower.session.history == tuple(ctxfold.from_openai(removed))
     # an item edited in place (the same object): read again too
     before = follower.render(removed)
     removed[1]["content"] = "card [removed]"
