@@ -403,6 +403,18 @@ class SessionLog:
         """The first record of the series ``kind`` the current epoch stores itself."""
         return self._owners[kind][0][-1]
 
+    def _from(self, kind: str, n: int, digest: bytes) -> bytes:
+        """What record ``n`` of the series ``kind`` chains from, ``digest`` the digest
+        after the records before it: the first own record of an epoch
+        :meth:`truncate` opened chains from that digest bound to the epoch, so no
+        record the truncation dropped (chained from the same digest) reads in its
+        place."""
+        starts, epochs = self._owners[kind]
+        i = bisect.bisect_right(starts, n) - 1
+        if starts[i] != n or epochs[i] not in self._kept:
+            return digest
+        return _link(digest, f"{epochs[i]}:{kind}".encode())
+
     def _corrupt(self, key: str, why: str) -> CorruptRecordError:
         return CorruptRecordError(
             f"session {self.session_id!r}: the record {key!r} {why}; the store was changed "
@@ -660,9 +672,9 @@ class SessionLog:
         head, heads = self.heads[-1], self.heads
         for key, raw, mark in self._series("m", read, n, self._marks):
             stored = self._parse(key, raw)
-            record, head = self._opened(stored, head)
+            record, head = self._opened(stored, self._from("m", len(heads) - 1, head))
             if record.get("k") == "clear":
-                if len(heads) - 1 < self._own("m"):
+                if len(heads) - 1 < self._own("m") or record.get("epoch") != self.epoch + 1:
                     raise self._corrupt(key, f"closes its epoch where epoch {self.epoch} holds on")
                 if self._cleared or self._get([f"e:{self.epoch + 1}"])[0] is not None:
                     self._cleared = True
@@ -761,7 +773,8 @@ class SessionLog:
                 self._read_messages(self.messages)  # written since the messages were read
             if type(upto) is not int or not 0 <= upto <= self.messages:
                 raise self._corrupt(key, f"covers {upto!r} messages of {self.messages}")
-            record, self.fold_head = self._opened(stored, self.fold_head, self.heads[upto])
+            previous = self._from("c", self.folds, self.fold_head)
+            record, self.fold_head = self._opened(stored, previous, self.heads[upto])
             self.fold_heads.append(self.fold_head)
             self.uptos.append(upto)
             written = record.get("n", upto) if self.form.legacy else record.get("n")
@@ -835,7 +848,8 @@ class SessionLog:
         rows: list[bytes] = []
         for k, m in enumerate(messages):
             head = [self.folds] if k == len(messages) - 1 else None
-            row, digest = self._sealed(message_record(m), heads[-1], head=head)
+            previous = self._from("m", n + k, heads[-1])
+            row, digest = self._sealed(message_record(m), previous, head=head)
             entries[f"{e}:m:{n + k}"] = row
             entries.update(_landmark(e, "m", n + k, digest))
             heads.append(digest)
@@ -855,7 +869,8 @@ class SessionLog:
         if counts is not None:
             record["counts"] = counts.record()
         record["n"] = self.messages
-        sealed, head = self._sealed(record, self.fold_head, self.heads[fold.upto])
+        previous = self._from("c", self.folds, self.fold_head)
+        sealed, head = self._sealed(record, previous, self.heads[fold.upto])
         entries = {f"{self.epoch}:c:{self.folds}": sealed}
         entries.update(_landmark(self.epoch, "c", self.folds, head))
         self._put(entries)
@@ -894,8 +909,11 @@ class SessionLog:
         e, n = self.epoch, self.messages
         record = {"k": "epoch", "epoch": e + 1} if kept is None else kept.record(e + 1)
         marker, mark_head = self._sealed(record, self.mark_head)
-        closing, digest = self._sealed({"k": "clear", "epoch": e + 1}, self.heads[-1])
+        previous = self._from("m", n, self.heads[-1])
+        closing, digest = self._sealed({"k": "clear", "epoch": e + 1}, previous)
         entries = {f"e:{e + 1}": marker, f"{e}:m:{n}": closing}
+        if kept is not None:  # in the place of its message 0, which it holds by reference:
+            entries[f"{e + 1}:m:0"] = marker  # what a reader that misses the marker meets
         if not self.form.legacy:
             entries.update(_landmark(e, "m", n, digest))
         self._put(entries)
