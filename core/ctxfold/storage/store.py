@@ -26,7 +26,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from .._state import default
+from .._state import LRU, default
 from ..exceptions import CacheError, ConfigurationError, CorruptRecordError
 from ._closing import Closing
 from ._redis import import_redis, invalid_url
@@ -279,6 +279,36 @@ class MemoryStore:
         return f"MemoryStore({len(self)} entries, {self._bytes} bytes)"
 
 
+_STAMP_EVERY = 1.0  # seconds: how stale a namespace's recorded write time may be
+
+
+class _Stamps:
+    """When this store object last recorded each namespace's write time (see
+    :meth:`SQLiteStore.namespaces`): a write records it again once that is
+    ``_STAMP_EVERY`` old, so a session's turns do not each cost one more statement
+    (prune's clock is to the second)."""
+
+    def __init__(self) -> None:
+        self._at: LRU[float] = LRU(4096)
+
+    def due(self, namespace: str | None) -> float | None:
+        """The time to record for ``namespace`` with a write now, or None (no
+        namespace, or one recorded within ``_STAMP_EVERY``)."""
+        if namespace is None:
+            return None
+        now, last = time.time(), self._at.get(namespace)
+        return now if last is None or now - last >= _STAMP_EVERY else None
+
+    def forget(self) -> None:
+        """Forget what was recorded (namespaces were deleted: a write records again)."""
+        self._at = LRU(4096)
+
+    def recorded(self, namespace: str | None, at: float | None) -> None:
+        """Note that ``at`` was recorded for ``namespace`` (nothing if either is None)."""
+        if namespace is not None and at is not None:
+            self._at.put(namespace, at)
+
+
 class SQLiteStore(SQLiteFile):
     """A table in a SQLite file (WAL mode): persistent, and shared by the threads and
     processes of one machine. A batch is one transaction. Use it as a context manager
@@ -303,6 +333,7 @@ class SQLiteStore(SQLiteFile):
         self._lock = threading.Lock()
         self._written = f"{self.table}_written"  # namespace -> when last written
         self._has_written = False  # whether that table is known to exist
+        self._stamps = _Stamps()
         exists = self.path != ":memory:" and os.path.exists(self.path)
         #: Whether the file can only be read (``expand`` works; writing raises).
         self.read_only = exists and not os.access(self.path, os.W_OK)
@@ -378,7 +409,7 @@ class SQLiteStore(SQLiteFile):
             return []
         verb = "INSERT" if only_new else "INSERT OR IGNORE"
         with self._lock:
-            conn = self._connection()
+            conn, at = self._connection(), self._stamps.due(namespace)
             try:
                 with immediate(conn):
                     taken = list(self._found(conn, list(entries))) if only_new else []
@@ -387,17 +418,19 @@ class SQLiteStore(SQLiteFile):
                             f"{verb} INTO {self.table} (id, value) VALUES (?, ?)",
                             list(entries.items()),
                         )
-                    if not taken and namespace is not None:
+                    if not taken and at is not None:
                         self._create_written(conn)
                         conn.execute(
                             f"INSERT OR REPLACE INTO {self._written} (namespace, at) VALUES (?, ?)",
-                            (namespace, time.time()),
+                            (namespace, at),
                         )
             except sqlite3.Error as exc:
                 raise CacheError(
                     f"the SQLite store {self.path!r} failed: {_why(exc)}; nothing of this "
                     "batch was written"
                 ) from None
+            if not taken:
+                self._stamps.recorded(namespace, at)
         return taken
 
     def get_many(self, ids: Sequence[str]) -> list[bytes | None]:
@@ -446,6 +479,7 @@ class SQLiteStore(SQLiteFile):
         the namespaces that do, in one transaction: how many entries there were."""
         where, params = prefix_range("id", prefix)
         spaces, space_params = prefix_range("namespace", prefix)
+        self._stamps.forget()
         with self._lock:
             conn = self._connection()
             try:
@@ -544,6 +578,7 @@ class RedisStore(Closing):
         self._errors: tuple[type[BaseException], ...] = (redis.exceptions.RedisError,)
         self.prefix = prefix
         self._written = prefix + _WRITTEN  # the sorted set of namespaces' write times
+        self._stamps = _Stamps()
         self._owns_client = client is None
         if client is None:
             try:
@@ -574,9 +609,11 @@ class RedisStore(Closing):
         pipe = self._client.pipeline(transaction=True)
         for key, value in entries.items():
             pipe.set(self.prefix + key, value, nx=True)
-        if namespace is not None:
-            pipe.zadd(self._written, {namespace: time.time()})
+        at = self._stamps.due(namespace)
+        if namespace is not None and at is not None:
+            pipe.zadd(self._written, {namespace: at})
         self._call(pipe.execute)
+        self._stamps.recorded(namespace, at)
 
     def put_new(self, entries: Mapping[str, bytes], *, namespace: str | None = None) -> list[str]:
         """Store every entry if none of the ids exists, else nothing (one ``MSETNX``,
@@ -586,14 +623,16 @@ class RedisStore(Closing):
         if not entries:
             return []
         keyed = {self.prefix + key: value for key, value in entries.items()}
-        if namespace is None:
+        at = self._stamps.due(namespace)
+        if namespace is None or at is None:
             stored = self._call(self._client.msetnx, keyed)
         else:
             pipe = self._client.pipeline(transaction=True)
             pipe.msetnx(keyed)
-            pipe.zadd(self._written, {namespace: time.time()})
+            pipe.zadd(self._written, {namespace: at})
             stored = self._call(pipe.execute)[0]
         if stored:
+            self._stamps.recorded(namespace, at)
             return []
         values = self.get_many(list(entries))
         return [key for key, v in zip(entries, values, strict=True) if v is not None]
@@ -619,6 +658,7 @@ class RedisStore(Closing):
         """Delete every entry whose id begins with ``prefix``, then the write times of
         the namespaces that do: how many entries there were (not atomic: a ``SCAN``,
         then ``UNLINK`` in batches)."""
+        self._stamps.forget()
         n = self.delete_many(self.ids_with_prefix(prefix))
         gone = list(self.namespaces(prefix))
         if gone:

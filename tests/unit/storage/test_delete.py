@@ -65,9 +65,12 @@ def test_entries_are_deleted_by_id_and_by_prefix(store: Any) -> None:
     assert store.get_many([S1 + "0:m:0", S1 + "k", S2 + "0", "b"]) == [None, None, b"z", b"2"]
 
 
-def test_a_namespace_knows_when_it_was_last_written(store: Any) -> None:
+def test_a_namespace_knows_when_it_was_last_written(
+    store: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Through a namespace, in the write's own transaction; a write of no namespace
     records none; deleting the namespace forgets it."""
+    monkeypatch.setattr("ctxfold.storage.store._STAMP_EVERY", 0.0)  # every write
     one, two = NamespacedStore(store, S1), NamespacedStore(store, S2)
     store.put_many({"plain": b"1"})
     assert store.namespaces() == {}
@@ -82,6 +85,25 @@ def test_a_namespace_knows_when_it_was_last_written(store: Any) -> None:
     assert set(store.namespaces()) == {S2}
     assert store.get_many(["plain", S2 + "0:m:0"]) == [b"1", b"b"]
     assert two.ids_with_prefix("0:") == ["0:m:0"] and two.delete_many(["0:m:0"]) == 1
+
+
+def test_a_namespace_write_time_is_recorded_once_a_second(store: Any) -> None:
+    """A session's turns write several times a second: its write time is recorded
+    with the first write of each second (no statement more per write), and again at
+    once after a delete."""
+    one, throttled = NamespacedStore(store, S1), not isinstance(store, MemoryStore)
+    one.put_new({"0:m:0": b"a"})
+    first = store.namespaces()[S1]
+    time.sleep(0.01)
+    one.put_new({"0:m:1": b"b"})
+    assert (store.namespaces()[S1] == first) is throttled  # memory: every write, for free
+    one.delete_prefix("")
+    one.put_new({"0:m:0": b"c"})
+    assert store.namespaces()[S1] > first
+    if throttled:
+        time.sleep(1.01)
+        one.put_new({"0:m:1": b"d"})
+        assert store.namespaces()[S1] >= first + 1
 
 
 def test_prune_keeps_the_newest_sessions_and_the_recent_ones(store: Any) -> None:
