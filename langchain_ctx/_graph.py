@@ -48,7 +48,9 @@ def pre_model_hook(
     budget, not added. With ``state_key`` (a state field of type ``dict | None``,
     such as the one :class:`CompressionState` declares), the thread's compaction is
     stored there too, so a restarted process takes it up rather than compacting
-    again. Settings are those of :class:`ctxfold.Session`; a bad one raises
+    again when the record verifies under its store's key (a persistent ``store=``;
+    the default memory store's key is the process's own, so a new process compacts
+    afresh once). Settings are those of :class:`ctxfold.Session`; a bad one raises
     :class:`ctxfold.ConfigurationError` here, when the node is made, and a budget the
     system prompt and tools fill a :class:`ctxfold.BudgetError`.
     """

@@ -530,17 +530,21 @@ class SessionLog:
     ) -> _Read:
         """One round trip of ``_PROBE`` keys: records from ``n`` of the series ``kind``,
         after ``_MARKS`` landmarks from ``marks_from`` and the keys ``extra``."""
-        owner = self._owner
         keys = [*extra]
         if marks_from is not None:
-            keys += [
-                f"{owner(kind, k * _PROBE)}:{kind}w:{k}"
-                for k in range(marks_from, marks_from + _MARKS)
-            ]
+            keys += self._keys(kind, f"{kind}w", range(marks_from, marks_from + _MARKS), _PROBE)
         size = len(keys)
-        keys += [f"{owner(kind, k)}:{kind}:{k}" for k in range(n, n + _PROBE - size)]
+        keys += self._keys(kind, kind, range(n, n + _PROBE - size))
         got = self._get(keys)
         return _Read(got[size:], got[len(extra) : size], got[: len(extra)])
+
+    def _keys(self, kind: str, series: str, numbers: range, per: int = 1) -> list[str]:
+        """The keys ``<epoch>:<series>:<k>`` for ``k`` in ``numbers``, each in the
+        epoch that stores record ``k * per`` of the series ``kind``."""
+        epochs = self._owners[kind][1]
+        if len(epochs) == 1:
+            return [f"{epochs[0]}:{series}:{k}" for k in numbers]
+        return [f"{self._owner(kind, k * per)}:{series}:{k}" for k in numbers]
 
     def _landmarks(self, kind: str, marks: list[bytes], read: list[bytes | None]) -> bool:
         """Take the landmarks of one round trip into ``marks``: whether more may follow."""
