@@ -36,14 +36,19 @@ def snapshot(m: BaseMessage) -> tuple[Any, ...]:
     model sees, as they are now (an edit in place, or a replacement under the same id,
     gives another snapshot): an AI message's invalid tool calls too, which
     :func:`from_langchain` sends as calls."""
+    calls = invalid = call_id = None  # read as from_langchain reads them: a missing
+    if isinstance(m, AIMessage):  # attribute costs pydantic an exception per message
+        calls, invalid = m.tool_calls or None, m.invalid_tool_calls or None
+    elif isinstance(m, ToolMessage):
+        call_id = m.tool_call_id
     return (
         m.type,
         m.id,
         m.name,
         frozen(m.content),
-        frozen(getattr(m, "tool_calls", None) or None),
-        frozen(getattr(m, "invalid_tool_calls", None) or None),
-        getattr(m, "tool_call_id", None),
+        frozen(calls),
+        frozen(invalid),
+        call_id,
         frozen(m.additional_kwargs or None),
     )
 
