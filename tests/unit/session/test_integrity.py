@@ -555,16 +555,33 @@ def test_stored_records_fuzzed_read_as_written_or_as_corrupt() -> None:
         if k % 20 == 19:
             session.render()
     assert session.folded and len(session.history) > 256
-    expected = (session.history, session.folded, session.render().to_openai())
-    ns = namespace("fz")
-    log = re.compile(r"(\d+:(m|c|mw|cw)|e):\d+")  # the log's keys, not the originals'
-    keys = sorted(k for k in store._data if k.startswith(ns) and log.fullmatch(k[len(ns) :]))
+    keys = _log_keys(store, "fz")
     newest = [k for k in keys if k.endswith((":1:m:279", f":1:c:{session._log.folds - 1}", ":e:1"))]
     assert len(newest) == 3  # the newest message and compaction, the epoch's marker
-    rng, outcomes = random.Random(47), Counter[str]()
+    outcomes = _fuzzed(session, keys, newest, random.Random(47))
+    assert outcomes["refused", True] + outcomes["refused", False] > 250  # (not epoch 0's)
+
+
+def _log_keys(store: MemoryStore, sid: str) -> list[str]:
+    """The keys of the session ``sid``'s log in ``store`` (not its originals')."""
+    ns, log = namespace(sid), re.compile(r"(\d+:(m|c|mw|cw)|e):\d+")
+    return sorted(k for k in store._data if k.startswith(ns) and log.fullmatch(k[len(ns) :]))
+
+
+def _fuzzed(
+    session: Session, keys: list[str], chosen: list[str], rng: random.Random
+) -> Counter[tuple[str, bool]]:
+    """300 loads of ``session``'s store copied with one record of ``keys`` changed
+    (:func:`_mutated`) or two swapped, every other one of ``chosen``: each refused
+    (naming the session) or read exactly as written; how many of each, by whether
+    the record was of ``chosen``."""
+    store, sid = session.store, session.session_id
+    assert isinstance(store, MemoryStore)
+    expected = (session.history, session.folded, session.render().to_openai())
+    outcomes = Counter[tuple[str, bool]]()
     for run in range(300):
         data = dict(store._data)
-        a = rng.choice(keys if run % 2 else newest)
+        a = rng.choice(keys if run % 2 else chosen)
         if run % 10 == 9:
             b = rng.choice(keys)
             data[a], data[b] = data[b], data[a]
@@ -573,15 +590,15 @@ def test_stored_records_fuzzed_read_as_written_or_as_corrupt() -> None:
         copy = MemoryStore(key=store.key)
         copy._data.update(data)
         try:
-            again = Session.load("fz", store=copy, budget=300)
+            again = Session.load(sid, store=copy, budget=300)
             got = (again.history, again.folded, again.render().to_openai())
         except CorruptRecordError as exc:
-            assert "session 'fz'" in str(exc)
-            outcomes["refused"] += 1
+            assert f"session {sid!r}" in str(exc)
+            outcomes["refused", a in chosen] += 1
             continue
         assert got == expected, (run, a)
-        outcomes["as written"] += 1
-    assert outcomes["refused"] > 250  # most changes are changes (not of epoch 0's)
+        outcomes["as written", a in chosen] += 1
+    return outcomes
 
 
 class _Interleaved(MemoryStore):
@@ -733,35 +750,13 @@ def test_truncated_records_fuzzed_read_as_written_or_as_corrupt() -> None:
     CorruptRecordError."""
     store = MemoryStore()
     session = _truncated(store)
-    expected = (session.history, session.folded, session.render().to_openai())
-    ns = namespace("cut")
-    log = re.compile(r"(\d+:(m|c|mw|cw)|e):\d+")
-    keys = sorted(k for k in store._data if k.startswith(ns) and log.fullmatch(k[len(ns) :]))
+    keys = _log_keys(store, "cut")
     read = _Reading()
     read._data.update(store._data)
     Session.load("cut", store=read, budget=300)
     kept = [k for k in keys if k in read.found]  # what a load reads (the rest is dropped)
     assert any(":0:m:" in k for k in kept) and not any(":1:m:" in k for k in kept)
-    rng, outcomes = random.Random(4747), Counter[str]()
-    for run in range(300):
-        data = dict(store._data)
-        a = rng.choice(keys if run % 2 else kept)
-        if run % 10 == 9:
-            b = rng.choice(keys)
-            data[a], data[b] = data[b], data[a]
-        else:
-            data[a] = _mutated(data[a], rng)
-        copy = MemoryStore(key=store.key)
-        copy._data.update(data)
-        try:
-            again = Session.load("cut", store=copy, budget=300)
-            got = (again.history, again.folded, again.render().to_openai())
-        except CorruptRecordError as exc:
-            assert "session 'cut'" in str(exc)
-            outcomes["refused", a in kept] += 1
-            continue
-        assert got == expected, (run, a)
-        outcomes["as written", a in kept] += 1
+    outcomes = _fuzzed(session, keys, kept, random.Random(4747))
     assert outcomes["refused", True] > 140  # of the records read, nearly every change
 
 
