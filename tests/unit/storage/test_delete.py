@@ -70,7 +70,7 @@ def test_a_namespace_knows_when_it_was_last_written(
 ) -> None:
     """Through a namespace, in the write's own transaction; a write of no namespace
     records none; deleting the namespace forgets it."""
-    monkeypatch.setattr("ctxfold.storage.store._STAMP_EVERY", 0.0)  # every write
+    monkeypatch.setattr("ctxfold.storage._stamps._STAMP_EVERY", 0.0)  # every write
     one, two = NamespacedStore(store, S1), NamespacedStore(store, S2)
     store.put_many({"plain": b"1"})
     assert store.namespaces() == {}
