@@ -4,17 +4,120 @@ messages since, down to a target, and what it did with each history message."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 from ..contract import Conversation, Strategy, WordCounts
-from ..messages import Message
-from ..result import NOTE_KEY, Decision
+from ..messages import ContentPart, Message, ToolCall
+from ..result import NOTE_KEY, Action, Decision
+from ..reversible.records import message_from_record, message_record
 from ..reversible.rounds import RoundSettings, compact_reversibly
 from ..tokens import TokenCounter
 from ..units import group_units
 from .history import History
-from .log import Fold
 
-__all__ = ["compact", "open_start"]
+__all__ = ["Counts", "Fold", "compact", "counting", "open_start"]
+
+
+@dataclass(frozen=True)
+class Fold:
+    """What a compaction left: the first ``upto`` messages of the history now stand as
+    ``prefix``; ``sources[j]`` is the history index prefix message ``j`` stands for
+    (``None`` for a note); ``decisions`` what the compaction did with each history
+    message it took in (kept ones are not listed); ``round_id`` names its round;
+    ``savings`` the tokens each layer and the selection saved (as
+    :attr:`ctxfold.CompressionStats.savings`; empty in a record stored before it);
+    ``room`` the tokens the render that made it asked for (the budget less what a
+    query's passages wanted; ``None`` in a record stored before it), so that a render
+    with nothing new does not fold the prefix again for the same room."""
+
+    upto: int
+    prefix: tuple[Message, ...]
+    sources: tuple[int | None, ...]
+    decisions: tuple[Decision, ...]
+    round_id: str
+    savings: Mapping[str, int] = field(default_factory=dict)
+    room: int | None = None
+
+    def record(self) -> dict[str, Any]:
+        """The JSON form stored under ``<epoch>:c:<k>``."""
+        room = {} if self.room is None else {"room": self.room}
+        return {
+            **room,
+            "upto": self.upto,
+            "prefix": [message_record(m) for m in self.prefix],
+            "sources": list(self.sources),
+            "decisions": [
+                [d.index, d.action, d.reason, d.tokens_before, d.tokens_after, d.step, d.flags]
+                for d in self.decisions
+            ],
+            "round": self.round_id,
+            "savings": dict(self.savings),
+        }
+
+    @classmethod
+    def from_record(cls, r: dict[str, Any]) -> Fold:
+        """The fold stored as ``r`` (see :meth:`record`)."""
+        return cls(
+            upto=int(r["upto"]),
+            prefix=tuple(message_from_record(m) for m in r["prefix"]),
+            sources=tuple(r["sources"]),
+            decisions=tuple(_decision(*d) for d in r["decisions"]),
+            round_id=str(r["round"]),
+            savings={str(k): int(v) for k, v in dict(r.get("savings", {})).items()},
+            room=None if r.get("room") is None else int(r["room"]),
+        )
+
+
+#: Messages any two counters count differently (scripts, code, numbers, a name, a tool
+#: call, an image): what a counter gives them tells its counting apart (see
+#: :func:`counting`).
+_TELLING = (
+    Message("system", "Résumé: naïve café, 東京の天気は晴れです。 Привет, мир! 🙂 ≥ ½"),
+    Message("user", "def f(x):\n    return x ** 2  # 12,345.67\n\tand   spaces  ", name="ana"),
+    Message("assistant", None, tool_calls=(ToolCall("c1", "get_weather", '{"city": "Zürich"}'),)),
+    Message("user", (ContentPart("text", "See:"), ContentPart("image_url", extra='{"u": "x"}'))),
+)
+
+
+def counting(counter: TokenCounter, redact: bool) -> list[Any]:
+    """What tells a session's counting apart, as :class:`Counts` records it: its
+    counter's name, whether it redacts (it counts masked messages), and what the
+    counter gives messages any two counters count differently: a session reopened with
+    another counter, or other overheads, counts its history again."""
+    return [counter.name, redact, *map(counter.count_message, _TELLING)]
+
+
+@dataclass(frozen=True)
+class Counts:
+    """The token counts a compaction stores: of the history messages it took in after
+    the compaction before it (``tokens``), and what counted them (``by``: whatever the
+    session says tells its counting apart, compared whole on reading)."""
+
+    tokens: list[int]
+    by: list[Any]
+
+    def record(self) -> dict[str, Any]:
+        """The JSON form a compaction record holds under ``counts``."""
+        return {"tokens": self.tokens, "by": self.by}
+
+    @classmethod
+    def from_record(cls, value: Any) -> Counts | None:
+        """The counts stored as ``value``, or None where there are none that hold."""
+        if not isinstance(value, dict):
+            return None
+        tokens, by = value.get("tokens"), value.get("by")
+        if not isinstance(by, list) or not isinstance(tokens, list):
+            return None
+        if not all(type(n) is int and n >= 0 for n in tokens):
+            return None
+        return cls(tokens, by)
+
+
+def _decision(
+    index: int, action: Action, reason: str, before: int, after: int, step: str, flags: Any
+) -> Decision:
+    return Decision(index, action, reason, before, after, step, tuple(flags))
 
 
 def open_start(messages: Sequence[Message], start: int) -> int:

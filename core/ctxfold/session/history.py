@@ -19,7 +19,7 @@ from typing import overload
 from .._column import Column
 from ..messages import Message
 from ..reversible.records import encode, message_from_record, message_record
-from .log import record_bytes
+from .chain import record_bytes
 
 __all__ = ["History", "Records"]
 

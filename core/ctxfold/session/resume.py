@@ -44,7 +44,8 @@ from ..messages import Message
 from ..result import NOTE_KEY
 from ..reversible.records import encode, load, secret_key, tag_key
 from ..storage.store import MemoryStore, NamespacedStore, VerbatimStore
-from .log import Fold, namespace
+from .chain import namespace
+from .fold import Fold
 
 __all__ = [
     "RECORD_VERSION",

@@ -15,7 +15,8 @@ from __future__ import annotations
 import re
 
 from ..storage.store import VerbatimStore, delete, delete_prefix, deleting
-from .log import SessionLog, namespace
+from .chain import namespace
+from .log import SessionLog
 
 __all__ = ["delete_session", "drop_cleared", "dropped_by_clear"]
 

@@ -15,15 +15,12 @@ import json
 import logging
 import threading
 import uuid
-from array import array
-from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
-from itertools import accumulate
 from types import MappingProxyType
 from typing import Any, overload
 
-from .._state import OwnMemo, owning
+from .._state import owning
 from ..contract import CounterSpec, MessageLike, Prepares, WordCounts
 from ..exceptions import (
     BudgetError,
@@ -31,7 +28,7 @@ from ..exceptions import (
     CorruptRecordError,
     SessionNotFoundError,
 )
-from ..formats import CTXFOLD, MessageFormat, read_messages
+from ..formats import read_messages
 from ..messages import Message, uses_tools
 from ..models.embedders import get_embedder
 from ..pipeline import Call, compact_into, opened, recall_room, recalled
@@ -44,25 +41,23 @@ from ..recall import (
     resolve_query,
     wanted,
 )
-from ..result import CompressionResult, Decision, Trace
+from ..result import CompressionResult, Decision
 from ..reversible.expand import Expansion, expand
-from ..reversible.redaction import redact
 from ..reversible.rounds import RoundSettings
 from ..reversible.tool import ExpandTool
 from ..storage.store import MemoryStore, VerbatimStore, deleting, get_session_store, session_store
 from ..strategies.base import check_budget, check_share
-from ..text.scoring import content_words
 from ..tokens import TokenCounter, get_counter
-from .fold import compact, open_start
-from .history import History
-from .log import Counts, Fold, SessionLog, counting
-from .resume import Covering, Outcome, Resumed, adopted, resume_record, verifying_keys
+from .fold import Counts, Fold, compact, open_start
+from .log import SessionLog
+from .resume import Outcome, Resumed, adopted, resume_record, verifying_keys
 from .retention import delete_session, drop_cleared
 from .settings import check_strategy, check_water, gap_share
+from .state import SessionState
 
 __all__ = ["Session"]
 
-_STEP = "session"
+
 _log = logging.getLogger("ctxfold")
 
 
@@ -72,7 +67,7 @@ def _session_store() -> MemoryStore:
     return session_store()
 
 
-class Session:
+class Session(SessionState):
     """One conversation's full history and its compression state, behind a store.
 
     Args:
@@ -252,12 +247,6 @@ class Session:
             covers = self._covering.digest(self._history, fold.upto)
             return resume_record(fold, covers, self.store, self.session_id)
 
-    @property
-    def folded(self) -> int:
-        """How many of the first history messages the current compaction stands in
-        for: a render is the compaction's messages, then the history from here on."""
-        return self._upto()
-
     def _adopt(self, compaction: Mapping[str, Any]) -> None:
         """Make the recorded compaction current after verifying it (a
         :class:`ctxfold.exceptions.CorruptRecordError` when it does not verify)."""
@@ -276,96 +265,7 @@ class Session:
             self._log.add_fold(fold, self._counts(self._upto(), fold.upto))
             self._apply(fold)
 
-    # ------------------------------------------------------------------ the state
-
-    def _reset(self) -> None:
-        self._history = History()  # as the model sees it (masked: see redact)
-        self._covering = Covering()  # the digest of its first messages (see compaction)
-        self._originals = History()  # with redact: as added
-        self._cum = array("q", [0])  # _cum[i]: tokens of the first i messages
-        self._trace = Trace()
-        self._fold: Fold | None = None
-        self._prefix_tokens = 0  # the fold's prefix, messages only
-        self._prepared = 0  # messages the strategy has worked ahead on
-        self._prepared_round: str | None = None  # ...and the compaction whose prefix
-        self._words: Counter[str] = Counter()  # messages of the history with each word
-        self._given: MessageFormat = CTXFOLD  # the kind of messages added last
-        self._index = RecallIndex(embedder=self.recall_embedder)  # see _recall_index
-        self._agentic = False  # whether the history has tool calls, as far as seen
-        self._agentic_seen = 0
-        # What a compaction and the work ahead after it read of the strategy's memos
-        # (a long note's lines), kept from one compaction to the next whatever other
-        # sessions of the process do with the shared tables.
-        self._memo = OwnMemo()
-
-    def _extend(
-        self, messages: list[Message], rows: list[bytes], counts: Counts | None = None
-    ) -> None:
-        """Take in ``messages``, stored as ``rows``; ``counts``: their token counts as a
-        compaction stored them, taken when they were counted as this session counts
-        (see :meth:`_counted_by`) and the newest of them counts the same now, else all
-        are counted."""
-        if self.redact:
-            self._originals.extend(messages, rows)
-            messages = redact(messages, self._log.store)[0]
-        count = self.counter.count_message
-        tokens: Sequence[int]
-        if (
-            counts is not None
-            and len(counts.tokens) == len(messages)
-            and counts.by == self._counted_by()
-            and (not messages or count(messages[-1]) == counts.tokens[-1])
-        ):
-            tokens = counts.tokens
-        else:
-            tokens = [count(m) for m in messages]
-        self._history.extend(messages, None if self.redact else rows)
-        for m in messages:
-            self._words.update(content_words(m.text))
-        before = self._cum[-1]
-        self._cum.extend(before + t for t in accumulate(tokens))
-        self._trace.add("kept", "fits_budget", _STEP, tokens)
-
-    def _tokens(self, start: int, stop: int) -> list[int]:
-        """The token counts of history messages ``start`` to ``stop - 1``."""
-        cum = self._cum
-        return [cum[i + 1] - cum[i] for i in range(start, stop)]
-
-    def _counts(self, start: int, stop: int) -> Counts:
-        """:meth:`_tokens`, and what counted them."""
-        return Counts(self._tokens(start, stop), self._counted_by())
-
-    def _counted_by(self) -> list[Any]:
-        """What tells this session's counting apart (:func:`.log.counting`), found once."""
-        if self._by is None:
-            self._by = counting(self.counter, self.redact)
-        return self._by
-
-    def _apply(self, fold: Fold) -> None:
-        """Make ``fold`` the current compaction: its prefix, and the trace of what it
-        did with each history message it took in."""
-        self._traced(fold)
-        self._fold = fold
-        self._prefix_tokens = sum(self.counter.count_message(m) for m in fold.prefix)
-
-    def _traced(self, fold: Fold) -> None:
-        """Write into the trace what ``fold`` did with each history message it took in."""
-        cum, trace = self._cum, self._trace
-        for d in fold.decisions:
-            before = cum[d.index + 1] - cum[d.index]
-            if d.action == "kept" and trace.action(d.index) != "kept":
-                continue  # a message rewritten earlier stays rewritten
-            trace[d.index] = Decision(
-                d.index, d.action, d.reason, before, d.tokens_after, d.step, d.flags
-            )
-
     # ------------------------------------------------------------------ the verbs
-
-    @property
-    def history(self) -> tuple[Message, ...]:
-        """Every message added since the session began (or was cleared), unaltered."""
-        with self._lock:
-            return tuple(self._originals if self.redact else self._history)
 
     def add(self, messages: Iterable[MessageLike] | MessageLike) -> None:
         """Append messages (OpenAI dicts, :class:`ctxfold.Message`, or a list of a
@@ -566,9 +466,6 @@ class Session:
             return self.low_water
         return gap_share(self.high_water, self._cum[-1], len(self._history), budget)
 
-    def _upto(self) -> int:
-        return self._fold.upto if self._fold else 0
-
     def _compacts(self, budget: int, want: int) -> bool:
         """Whether a render that would compact does: always when the history holds
         messages the current compaction has not taken in. With nothing new it could
@@ -590,10 +487,6 @@ class Session:
         """:meth:`_compact` for :func:`ctxfold.pipeline.compact_into`, each compaction
         it stores marked with the room the render ``asked`` for."""
         return lambda room: self._compact(room, asked)
-
-    def _view_tokens(self) -> int:
-        tail = self._cum[-1] - self._cum[self._upto()]
-        return self._overhead + self._prefix_tokens + tail
 
     def _compact(self, budget: int, asked: int) -> None:
         """Compact to the low-water mark (the budget when not cache-stable, or when

@@ -538,6 +538,17 @@ def _mutated(raw: bytes, rng: random.Random) -> bytes:
     return json.dumps(value).encode()
 
 
+def _invoices(session: Session, turns: int, *, every: int) -> Session:
+    """``session`` with ``turns`` question-and-answer turns added, rendered every
+    ``every`` turns (so it compacts)."""
+    for k in range(turns):
+        session.add({"role": "user", "content": f"Turn {k}: what about INV-{k}?"})
+        session.add({"role": "assistant", "content": f"INV-{k} is paid, {k} days ago."})
+        if k % every == every - 1:
+            session.render()
+    return session
+
+
 def test_stored_records_fuzzed_read_as_written_or_as_corrupt() -> None:
     """Records of a session (cleared once, compacted, past a landmark) cut, flipped,
     given fields of other types, fields renamed or dropped, taken out of their
@@ -548,12 +559,7 @@ def test_stored_records_fuzzed_read_as_written_or_as_corrupt() -> None:
     first = Session("fz", store=store)
     first.add({"role": "user", "content": "old, cleared: card 4111-1111"})
     first.clear()
-    session = Session("fz", store=store, budget=300)
-    for k in range(140):
-        session.add({"role": "user", "content": f"Turn {k}: what about INV-{k}?"})
-        session.add({"role": "assistant", "content": f"INV-{k} is paid, {k} days ago."})
-        if k % 20 == 19:
-            session.render()
+    session = _invoices(Session("fz", store=store, budget=300), 140, every=20)
     assert session.folded and len(session.history) > 256
     keys = _log_keys(store, "fz")
     newest = [k for k in keys if k.endswith((":1:m:279", f":1:c:{session._log.folds - 1}", ":e:1"))]
@@ -691,12 +697,7 @@ class _Reading(MemoryStore):
 def _truncated(store: object) -> Session:
     """A session truncated twice (three epochs, the kept part past a landmark),
     compacted in each, then written on: ``2:m:<n>`` are its own messages."""
-    session = Session("cut", store=store, budget=300)
-    for k in range(150):
-        session.add({"role": "user", "content": f"Turn {k}: what about INV-{k}?"})
-        session.add({"role": "assistant", "content": f"INV-{k} is paid, {k} days ago."})
-        if k % 25 == 24:
-            session.render()
+    session = _invoices(Session("cut", store=store, budget=300), 150, every=25)
     session.truncate(280)  # past the landmark at 256, inside no compaction
     session.add({"role": "user", "content": "Then INV-7 again?"})
     session.render()

@@ -1,0 +1,144 @@
+"""What a session holds in memory: its history as the model sees it (and, with
+``redact``, as added), the running token counts, the current compaction and its trace,
+and how messages and compactions enter it (:class:`ctxfold.session.Session` builds on
+it)."""
+
+from __future__ import annotations
+
+import threading
+from array import array
+from collections import Counter
+from collections.abc import Sequence
+from itertools import accumulate
+from typing import Any
+
+from .._state import OwnMemo
+from ..formats import CTXFOLD, MessageFormat
+from ..messages import Message
+from ..models.embedders import Embedder
+from ..recall import RecallIndex
+from ..result import Decision, Trace
+from ..reversible.redaction import redact
+from ..text.scoring import content_words
+from ..tokens import TokenCounter
+from .fold import Counts, Fold, counting
+from .history import History
+from .log import SessionLog
+from .resume import Covering
+
+__all__ = ["SessionState"]
+
+STEP = "session"  # the step a session's own decisions are traced under
+
+
+class SessionState:
+    """The in-memory state of a session (see the module); the settings it reads are
+    the session's."""
+
+    redact: bool
+    counter: TokenCounter
+    recall_embedder: Embedder | None
+    _log: SessionLog
+    _by: list[Any] | None
+    _overhead: int
+    _lock: threading.RLock
+
+    @property
+    def folded(self) -> int:
+        """How many of the first history messages the current compaction stands in
+        for: a render is the compaction's messages, then the history from here on."""
+        return self._upto()
+
+    @property
+    def history(self) -> tuple[Message, ...]:
+        """Every message added since the session began (or was cleared), unaltered."""
+        with self._lock:
+            return tuple(self._originals if self.redact else self._history)
+
+    def _reset(self) -> None:
+        self._history = History()  # as the model sees it (masked: see redact)
+        self._covering = Covering()  # the digest of its first messages (see compaction)
+        self._originals = History()  # with redact: as added
+        self._cum = array("q", [0])  # _cum[i]: tokens of the first i messages
+        self._trace = Trace()
+        self._fold: Fold | None = None
+        self._prefix_tokens = 0  # the fold's prefix, messages only
+        self._prepared = 0  # messages the strategy has worked ahead on
+        self._prepared_round: str | None = None  # ...and the compaction whose prefix
+        self._words: Counter[str] = Counter()  # messages of the history with each word
+        self._given: MessageFormat = CTXFOLD  # the kind of messages added last
+        self._index = RecallIndex(embedder=self.recall_embedder)  # see _recall_index
+        self._agentic = False  # whether the history has tool calls, as far as seen
+        self._agentic_seen = 0
+        # What a compaction and the work ahead after it read of the strategy's memos
+        # (a long note's lines), kept from one compaction to the next whatever other
+        # sessions of the process do with the shared tables.
+        self._memo = OwnMemo()
+
+    def _extend(
+        self, messages: list[Message], rows: list[bytes], counts: Counts | None = None
+    ) -> None:
+        """Take in ``messages``, stored as ``rows``; ``counts``: their token counts as a
+        compaction stored them, taken when they were counted as this session counts
+        (see :meth:`_counted_by`) and the newest of them counts the same now, else all
+        are counted."""
+        if self.redact:
+            self._originals.extend(messages, rows)
+            messages = redact(messages, self._log.store)[0]
+        count = self.counter.count_message
+        tokens: Sequence[int]
+        if (
+            counts is not None
+            and len(counts.tokens) == len(messages)
+            and counts.by == self._counted_by()
+            and (not messages or count(messages[-1]) == counts.tokens[-1])
+        ):
+            tokens = counts.tokens
+        else:
+            tokens = [count(m) for m in messages]
+        self._history.extend(messages, None if self.redact else rows)
+        for m in messages:
+            self._words.update(content_words(m.text))
+        before = self._cum[-1]
+        self._cum.extend(before + t for t in accumulate(tokens))
+        self._trace.add("kept", "fits_budget", STEP, tokens)
+
+    def _tokens(self, start: int, stop: int) -> list[int]:
+        """The token counts of history messages ``start`` to ``stop - 1``."""
+        cum = self._cum
+        return [cum[i + 1] - cum[i] for i in range(start, stop)]
+
+    def _counts(self, start: int, stop: int) -> Counts:
+        """:meth:`_tokens`, and what counted them."""
+        return Counts(self._tokens(start, stop), self._counted_by())
+
+    def _counted_by(self) -> list[Any]:
+        """What tells this session's counting apart (:func:`.log.counting`), found once."""
+        if self._by is None:
+            self._by = counting(self.counter, self.redact)
+        return self._by
+
+    def _apply(self, fold: Fold) -> None:
+        """Make ``fold`` the current compaction: its prefix, and the trace of what it
+        did with each history message it took in."""
+        self._traced(fold)
+        self._fold = fold
+        self._prefix_tokens = sum(self.counter.count_message(m) for m in fold.prefix)
+
+    def _traced(self, fold: Fold) -> None:
+        """Write into the trace what ``fold`` did with each history message it took in."""
+        cum, trace = self._cum, self._trace
+        for d in fold.decisions:
+            before = cum[d.index + 1] - cum[d.index]
+            if d.action == "kept" and trace.action(d.index) != "kept":
+                continue  # a message rewritten earlier stays rewritten
+            trace[d.index] = Decision(
+                d.index, d.action, d.reason, before, d.tokens_after, d.step, d.flags
+            )
+
+    def _upto(self) -> int:
+        return self._fold.upto if self._fold else 0
+
+    def _view_tokens(self) -> int:
+        tail = self._cum[-1] - self._cum[self._upto()]
+        return self._overhead + self._prefix_tokens + tail
