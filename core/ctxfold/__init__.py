@@ -35,7 +35,7 @@ from .exceptions import (
     MissingDependencyError,
     SummarizerError,
 )
-from .messages import Message, ToolCall, from_anthropic, from_openai, to_anthropic, to_openai
+from .messages import Message, ToolCall, from_openai, to_openai
 from .rendering import Turn, render
 from .result import CompressionResult
 from .reversible import expand, expand_tool
@@ -53,6 +53,7 @@ from .strategies import (
     register_strategy,
 )
 from .tokens import get_counter, share_budget
+from .wire import from_anthropic, to_anthropic
 
 # isort: split
 # Re-exported because the README's examples use them here; not part of ``__all__``.

@@ -17,10 +17,22 @@ from importlib.metadata import EntryPoint, entry_points
 from typing import Any, Protocol, runtime_checkable
 
 from ._registry import Registry
-from .exceptions import ConfigurationError
+from .exceptions import ConfigurationError, InvalidMessageError
 from .messages import Message, as_messages, to_openai
+from .wire.anthropic import from_anthropic, to_anthropic
+from .wire.shapes import Shape, shape_of_list
 
-__all__ = ["CTXFOLD", "OPENAI", "Format", "MessageFormat", "read_messages", "register_format"]
+__all__ = [
+    "ANTHROPIC",
+    "CTXFOLD",
+    "OPENAI",
+    "PLAIN",
+    "Format",
+    "MessageFormat",
+    "Request",
+    "read_messages",
+    "register_format",
+]
 
 _log = logging.getLogger("ctxfold")
 
@@ -40,8 +52,9 @@ class MessageFormat(Protocol):
         """The ctxfold messages of ``messages``."""
         ...
 
-    def write(self, messages: Sequence[Message]) -> list[Any]:
-        """``messages`` as the package's own messages."""
+    def write(self, messages: Sequence[Message]) -> Any:
+        """``messages`` as the package's own messages (a list, or the container the
+        package gives them in)."""
         ...
 
 
@@ -94,7 +107,7 @@ class Format:
 
     name: str
     read: Callable[[Any], list[Message]]
-    write: Callable[[Sequence[Message]], list[Any]]
+    write: Callable[[Sequence[Message]], Any]
 
     def __repr__(self) -> str:
         return f"<message format {self.name}>"
@@ -103,6 +116,91 @@ class Format:
 #: ctxfold's :class:`Message` objects, and OpenAI chat dicts: the formats the core reads.
 CTXFOLD: MessageFormat = Format("ctxfold", as_messages, list)
 OPENAI: MessageFormat = Format("openai", as_messages, to_openai)
+#: Dicts of plain text, which OpenAI's format and Anthropic's read alike: given back as
+#: OpenAI dicts, and no sign of which client a session's messages come from.
+PLAIN: MessageFormat = Format("openai", as_messages, to_openai)
+
+
+def _read_anthropic(messages: Sequence[Any]) -> list[Message]:
+    """Anthropic dicts (with ctxfold messages among them, kept as they are)."""
+    out: list[Message] = []
+    run: list[Mapping[str, Any]] = []
+    for item in [*messages, None]:
+        if isinstance(item, Mapping):
+            run.append(item)
+            continue
+        if run:
+            try:
+                out.extend(from_anthropic(run))
+            except InvalidMessageError as exc:  # name the message by its place in the list
+                at = None if exc.index is None else len(out) + exc.index
+                raise InvalidMessageError(exc.reason, index=at) from None
+            run = []
+        if item is not None:
+            out.append(item)
+    return as_messages(out)
+
+
+def _write_anthropic(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """Anthropic dicts: a list of them has no place for a system block, so one the
+    output holds (a note about earlier messages) opens the first user turn."""
+    system, out = to_anthropic(messages)
+    if system is None:
+        return out
+    lead = system if isinstance(system, list) else [{"type": "text", "text": system}]
+    if out and out[0]["role"] == "user":
+        first = out[0]["content"]
+        rest = [{"type": "text", "text": first}] if isinstance(first, str) else first
+        return [{"role": "user", "content": [*lead, *rest]}, *out[1:]]
+    return [{"role": "user", "content": lead}, *out]
+
+
+def _write_anthropic_with_system(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """Anthropic dicts after a leading system message, as the input had them."""
+    system, out = to_anthropic(messages)
+    return out if system is None else [{"role": "system", "content": system}, *out]
+
+
+#: Anthropic Messages-API dicts, and the same after a leading system message (not the
+#: API's own form, which takes the system prompt apart: a :class:`Request` does).
+ANTHROPIC: MessageFormat = Format("anthropic", _read_anthropic, _write_anthropic)
+ANTHROPIC_WITH_SYSTEM: MessageFormat = Format(
+    "anthropic", _read_anthropic, _write_anthropic_with_system
+)
+
+
+@dataclass(frozen=True)
+class Request:
+    """A whole request object (``{"model": ..., "system": ..., "messages": [...]}``):
+    read as its messages (Anthropic's ``system`` first), written back as the same
+    request with the messages (and ``system``) replaced."""
+
+    kind: Shape
+    fields: Mapping[str, Any]
+
+    @property
+    def name(self) -> str:
+        """``"anthropic request"`` or ``"openai request"``."""
+        return f"{self.kind.value.lower()} request"
+
+    def read(self, request: Mapping[str, Any]) -> list[Message]:
+        """The request's messages, its top-level ``system`` first."""
+        messages = request["messages"]
+        if self.kind is Shape.ANTHROPIC:
+            system = request.get("system")
+            return as_messages(from_anthropic(messages, system=system))
+        return as_messages(messages)
+
+    def write(self, messages: Sequence[Message]) -> dict[str, Any]:
+        """The request with ``messages`` in its place."""
+        out = {k: v for k, v in self.fields.items() if k not in ("messages", "system")}
+        if self.kind is Shape.ANTHROPIC:
+            system, out["messages"] = to_anthropic(messages)
+            if system is not None:
+                out["system"] = system
+        else:
+            out["messages"] = to_openai(messages)
+        return out
 
 
 def _format_of(item: object) -> MessageFormat | None:
@@ -114,17 +212,55 @@ def _format_of(item: object) -> MessageFormat | None:
     return None if package == "builtins" else _lookup(package)
 
 
+def _request(messages: Mapping[str, Any]) -> Request:
+    """The request ``messages`` is, or an error saying what was expected."""
+    inner = messages.get("messages")
+    if not isinstance(inner, list):
+        keys = ", ".join(repr(k) for k in list(messages)[:6])
+        raise InvalidMessageError(
+            "expected a list of messages (OpenAI or Anthropic dicts, ctxfold.Message or "
+            f"a framework's messages), got a single dict with keys {keys}"
+            + (
+                "; a message goes in a list: [message]"
+                if "role" in messages
+                else "; a request object needs its list under 'messages'"
+            )
+        )
+    shape = shape_of_list(inner)
+    if "system" in messages:
+        if shape is Shape.OPENAI:
+            raise InvalidMessageError(
+                "a request with a top-level 'system' is Anthropic's, but its messages are "
+                "OpenAI's; put the system prompt first in the messages instead"
+            )
+        shape = Shape.ANTHROPIC
+    return Request(Shape.ANTHROPIC if shape is Shape.ANTHROPIC else Shape.OPENAI, messages)
+
+
 def read_messages(messages: Any) -> tuple[list[Message], MessageFormat]:
-    """``messages`` as ctxfold messages, and the format they came in (that of the
-    first message whose format is known: :data:`CTXFOLD`, :data:`OPENAI` or a
-    registered package's): a list, or a registered package's container of messages
-    (a LangChain prompt value). Raises :class:`ctxfold.InvalidMessageError` for what
-    no format reads."""
-    whole = isinstance(messages, (Mapping, str, bytes))  # not a list: as_messages says so
+    """``messages`` as ctxfold messages, and the format they came in: ctxfold messages
+    (:data:`CTXFOLD`), OpenAI chat dicts (:data:`OPENAI`) or Anthropic's
+    (:data:`ANTHROPIC`), told apart by their shape (:mod:`ctxfold.wire.shapes`; a list
+    showing both is refused), a registered package's messages (that of the first whose
+    format is known), a registered package's container of messages (a LangChain prompt
+    value), or a whole request object (``{"messages": [...], "system": ...}``, given
+    back as one). Raises :class:`ctxfold.InvalidMessageError` for what no format
+    reads."""
+    if isinstance(messages, Mapping):
+        request = _request(messages)
+        return request.read(messages), request
+    whole = isinstance(messages, (str, bytes))  # not a list: as_messages says so
     fmt = None if whole else _format_of(messages)
     if fmt is None and not whole and isinstance(messages, Iterable):
         messages = list(messages)
         fmt = next((f for f in map(_format_of, messages) if f is not None), None)
+    shape = shape_of_list(messages) if fmt is OPENAI else None
+    if shape is Shape.ANTHROPIC:
+        msgs = _read_anthropic(messages)
+        system = any(m.role in ("system", "developer") for m in msgs[:1])
+        return msgs, ANTHROPIC_WITH_SYSTEM if system else ANTHROPIC
+    if shape is Shape.EITHER and all(isinstance(m, Mapping) for m in messages):
+        return as_messages(messages), PLAIN
     if fmt is None or fmt in (CTXFOLD, OPENAI):
         return as_messages(messages), fmt or CTXFOLD
     return as_messages(fmt.read(messages)), fmt

@@ -1,4 +1,5 @@
-"""The message model and its lossless converters (OpenAI chat dicts, Anthropic messages)."""
+"""The message model and its lossless OpenAI chat-dict converter (Anthropic's and other
+clients' formats: :mod:`ctxfold.wire`)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
-from ._json import loads as json_loads
 from .exceptions import InvalidMessageError
 from .validity import check_tool_structure
 
@@ -20,10 +20,11 @@ __all__ = [
     "Message",
     "ToolCall",
     "as_messages",
-    "from_anthropic",
+    "content_from_wire",
+    "content_to_wire",
+    "dumps",
     "from_openai",
     "speaker_tag",
-    "to_anthropic",
     "to_openai",
     "transcript",
     "uses_tools",
@@ -35,7 +36,8 @@ ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
 _OPENAI_KEYS = frozenset({"role", "content", "name", "tool_calls", "tool_call_id", "id"})
 
 
-def _dumps(value: Any) -> str:
+def dumps(value: Any) -> str:
+    """``value`` as compact JSON text (not ASCII-escaped): how parts and fields are kept."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
@@ -86,7 +88,7 @@ class ContentPart:
         if text is not None and not isinstance(text, str):
             raise InvalidMessageError("a content part's 'text' must be a string")
         rest = {k: v for k, v in part.items() if k not in ("type", "text")}
-        return cls(type=part["type"], text=text, extra=_dumps(rest) if rest else "{}")
+        return cls(type=part["type"], text=text, extra=dumps(rest) if rest else "{}")
 
     @property
     def data(self) -> dict[str, Any]:
@@ -194,7 +196,7 @@ class Message:
     def _digest(self) -> str:
         content = self.content
         if isinstance(content, tuple):
-            content = _dumps([p.to_dict() for p in content])
+            content = dumps([p.to_dict() for p in content])
         fields = [
             self.role,
             "\x00" if content is None else content,
@@ -205,6 +207,20 @@ class Message:
         ]
         data = "".join(f"{len(f)}:{f}" for f in fields).encode("utf-8", "surrogatepass")
         return hashlib.sha256(data).hexdigest()
+
+    def with_text(self, text: str) -> Message | None:
+        """A copy whose :attr:`text` is ``text``: the string content replaced, or the
+        one text part of multi-part content (the other parts, a thinking block or an
+        image, kept as they are); ``None`` when the content has no text, or several
+        text parts, to put it in."""
+        if isinstance(self.content, str):
+            return replace(self, content=text)
+        at = [k for k, p in enumerate(self.content or ()) if p.text is not None]
+        if len(at) != 1 or not isinstance(self.content, tuple):
+            return None
+        parts = list(self.content)
+        parts[at[0]] = replace(parts[at[0]], text=text)
+        return replace(self, content=tuple(parts))
 
     def with_content(self, content: Content) -> Message:
         """Return a copy with new content (the original is untouched)."""
@@ -222,7 +238,8 @@ def _rebuild(fields: dict[str, Any]) -> Message:
 # ---------------------------------------------------------------------------- OpenAI
 
 
-def _content_from_wire(value: Any, index: int | None) -> Content:
+def content_from_wire(value: Any, index: int | None) -> Content:
+    """Message content from a wire format: a string, a list of parts, or ``None``."""
     if value is None or isinstance(value, str):
         return value
     if isinstance(value, list):
@@ -236,7 +253,8 @@ def _content_from_wire(value: Any, index: int | None) -> Content:
     )
 
 
-def _content_to_wire(content: Content) -> Any:
+def content_to_wire(content: Content) -> Any:
+    """Message content for a wire format (the inverse of :func:`content_from_wire`)."""
     if isinstance(content, tuple):
         return [p.to_dict() for p in content]
     return content
@@ -255,7 +273,7 @@ def _tool_call_from_openai(raw: Any, index: int | None) -> ToolCall:
         raise InvalidMessageError("a tool call needs a string 'id'", index=index)
     args = fn.get("arguments", "{}")
     if not isinstance(args, str):  # some clients send parsed arguments; keep them as JSON text
-        args = _dumps(args)
+        args = dumps(args)
     return ToolCall(id=call_id, name=fn["name"], arguments=args, type=raw.get("type", "function"))
 
 
@@ -267,7 +285,7 @@ NO_CONTENT = "openai_no_content"
 def _field(key: str, value: Any, index: int) -> str:
     """A field ctxfold does not interpret, as the JSON it is carried through as."""
     try:
-        return _dumps(value)
+        return dumps(value)
     except (TypeError, ValueError, RecursionError):
         raise InvalidMessageError(
             f"field {key!r} holds {type(value).__name__}, which JSON cannot carry; convert "
@@ -281,6 +299,11 @@ def _from_openai(raw: Any, i: int) -> Message:
     if not isinstance(raw, Mapping):
         raise InvalidMessageError(f"expected a message object, got {type(raw).__name__}", index=i)
     role = raw.get("role")
+    if role is None and isinstance(raw.get("messages"), list):
+        raise InvalidMessageError(
+            "this is a request object, not a message: pass its list, data['messages']",
+            index=i,
+        )
     if role not in ROLES:
         raise InvalidMessageError(
             f"unknown role {role!r}; use one of {', '.join(sorted(ROLES))}", index=i
@@ -299,14 +322,14 @@ def _from_openai(raw: Any, i: int) -> Message:
         raise InvalidMessageError("'name' must be a string", index=i)
     extras = tuple((k, _field(k, v, i)) for k, v in raw.items() if k not in _OPENAI_KEYS)
     if "tool_calls" in raw and not calls_raw:  # an explicit empty list or null
-        extras += (("tool_calls", _dumps(raw["tool_calls"])),)
+        extras += (("tool_calls", dumps(raw["tool_calls"])),)
     msg_id = raw.get("id")
     if msg_id is not None and not isinstance(msg_id, str):
         extras += (("id", _field("id", msg_id, i)),)
         msg_id = None
     return Message(
         role=role,
-        content=_content_from_wire(raw.get("content"), i),
+        content=content_from_wire(raw.get("content"), i),
         name=name,
         tool_calls=tuple(_tool_call_from_openai(c, i) for c in calls_raw),
         tool_call_id=tool_call_id,
@@ -334,7 +357,7 @@ def to_openai(messages: Iterable[Message]) -> list[dict[str, Any]]:
     for m in messages:
         d: dict[str, Any] = {"role": m.role}
         if m.content is not None or not m.metadata.get(NO_CONTENT):
-            d["content"] = _content_to_wire(m.content)
+            d["content"] = content_to_wire(m.content)
         if m.name is not None:
             d["name"] = m.name
         if m.tool_calls:
@@ -376,158 +399,6 @@ def as_messages(messages: Iterable[Message | Mapping[str, Any]]) -> list[Message
             )
     check_tool_structure(out)
     return out
-
-
-# ------------------------------------------------------------------------- Anthropic
-
-_TURN = "anthropic_turn"
-
-
-def from_anthropic(
-    messages: Iterable[Mapping[str, Any]],
-    *,
-    system: str | Sequence[Mapping[str, Any]] | None = None,
-) -> list[Message]:
-    """Convert Anthropic Messages-API dicts (and the ``system`` parameter) to messages.
-
-    ``tool_use`` blocks become :class:`ToolCall` entries of the assistant message;
-    ``tool_result`` blocks become ``tool`` messages, so the rest of ctxfold sees one
-    model. Each message remembers its Anthropic turn in ``metadata['anthropic_turn']``
-    so :func:`to_anthropic` can rebuild the same turns.
-    """
-    out: list[Message] = []
-    if system is not None:
-        sys_content = system if isinstance(system, str) else list(system)
-        out.append(Message(role="system", content=_content_from_wire(sys_content, None)))
-    for i, raw in enumerate(messages):
-        if not isinstance(raw, Mapping) or raw.get("role") not in ("user", "assistant"):
-            raise InvalidMessageError(
-                "an Anthropic message needs role 'user' or 'assistant'", index=i
-            )
-        role = raw["role"]
-        content = raw.get("content")
-        meta = {_TURN: i}
-        if isinstance(content, str):
-            out.append(Message(role=role, content=content, metadata=meta))
-            continue
-        if not isinstance(content, list):
-            raise InvalidMessageError("'content' must be a string or a list of blocks", index=i)
-        parts: list[ContentPart] = []
-        calls: list[ToolCall] = []
-        results: list[Message] = []
-        for block in content:
-            kind = block.get("type") if isinstance(block, Mapping) else None
-            if kind == "tool_use":
-                calls.append(
-                    ToolCall(id=block["id"], name=block["name"], arguments=_dumps(block["input"]))
-                )
-            elif kind == "tool_result":
-                rest = {
-                    k: v for k, v in block.items() if k not in ("type", "tool_use_id", "content")
-                }
-                results.append(
-                    Message(
-                        role="tool",
-                        content=_content_from_wire(block.get("content", ""), i),
-                        tool_call_id=block["tool_use_id"],
-                        extras=tuple((k, _dumps(v)) for k, v in rest.items()),
-                        metadata=meta,
-                    )
-                )
-            else:
-                try:
-                    parts.append(ContentPart.from_dict(block))
-                except InvalidMessageError as exc:
-                    raise InvalidMessageError(exc.reason, index=i) from None
-        out.extend(results)
-        if parts or calls or not results:
-            out.append(
-                Message(
-                    role=role,
-                    content=tuple(parts) if parts or not calls else None,
-                    tool_calls=tuple(calls),
-                    metadata=meta,
-                )
-            )
-    return out
-
-
-def to_anthropic(messages: Iterable[Message]) -> tuple[Any, list[dict[str, Any]]]:
-    """Convert messages to ``(system, messages)`` for the Anthropic Messages API.
-
-    System and developer messages become the ``system`` parameter (a string, a list of
-    blocks, or ``None``). Consecutive tool results are sent in one user turn, as the API
-    requires; messages that came from one Anthropic turn go back into one turn.
-    """
-    system_parts: list[Any] = []
-    turns: list[tuple[str, Any, list[dict[str, Any]] | str]] = []
-    for m in messages:
-        if m.role in ("system", "developer"):
-            system_parts.append(_content_to_wire(m.content))
-            continue
-        role = "assistant" if m.role == "assistant" else "user"
-        key = m.metadata.get(_TURN)
-        blocks: list[dict[str, Any]] | str
-        if m.role == "tool":
-            block: dict[str, Any] = {"type": "tool_result", "tool_use_id": m.tool_call_id}
-            block["content"] = _content_to_wire(m.content)
-            for k, v in m.extras:
-                block[k] = json.loads(v)
-            blocks = [block]
-        elif isinstance(m.content, str) and not m.tool_calls:
-            blocks = m.content
-        else:
-            if isinstance(m.content, str):
-                blocks = [{"type": "text", "text": m.content}] if m.content else []
-            else:
-                blocks = [p.to_dict() for p in m.content or ()]
-            blocks += [
-                {"type": "tool_use", "id": c.id, "name": c.name, "input": _loads_args(c)}
-                for c in m.tool_calls
-            ]
-        if turns and turns[-1][0] == role and _joins(turns[-1], key, m):
-            prev = turns[-1][2]
-            prev_blocks = [{"type": "text", "text": prev}] if isinstance(prev, str) else prev
-            new_blocks = [{"type": "text", "text": blocks}] if isinstance(blocks, str) else blocks
-            turns[-1] = (role, key, prev_blocks + new_blocks)
-        else:
-            turns.append(
-                (role, key if key is not None else ("tool" if m.role == "tool" else None), blocks)
-            )
-    out = [{"role": role, "content": content} for role, _, content in turns]
-    system: Any
-    if not system_parts:
-        system = None
-    elif len(system_parts) == 1:
-        system = system_parts[0]
-    elif all(isinstance(p, str) for p in system_parts):
-        system = "\n\n".join(system_parts)
-    else:
-        system = [
-            b
-            for p in system_parts
-            for b in ([{"type": "text", "text": p}] if isinstance(p, str) else p)
-        ]
-    return system, out
-
-
-def _joins(prev: tuple[str, Any, Any], key: Any, m: Message) -> bool:
-    """Whether ``m`` belongs to the previous Anthropic turn."""
-    prev_key = prev[1]
-    if key is not None:
-        return bool(prev_key == key)
-    # Without a recorded turn, tool results always share one user turn (an API rule).
-    return m.role == "tool" and prev_key == "tool"
-
-
-def _loads_args(call: ToolCall) -> Any:
-    try:
-        return json_loads(call.arguments)
-    except ValueError:
-        raise InvalidMessageError(
-            f"tool call {call.id!r} has arguments that are not JSON; Anthropic's "
-            "'tool_use.input' must be an object"
-        ) from None
 
 
 def speaker_tag(m: Message) -> str:

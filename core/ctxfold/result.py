@@ -11,7 +11,8 @@ from itertools import repeat
 from typing import Any, Literal, overload
 
 from .formats import CTXFOLD, MessageFormat
-from .messages import Message, to_anthropic, to_openai
+from .messages import Message, to_openai
+from .wire.anthropic import to_anthropic
 
 __all__ = [
     "FOLDED",
@@ -375,10 +376,11 @@ class CompressionResult:
     given: MessageFormat = field(default=CTXFOLD, compare=False, repr=False)
     store: Any = field(default=None, compare=False, repr=False)
 
-    def as_given(self) -> list[Any]:
+    def as_given(self) -> Any:
         """The compressed messages in the kind the input came in: ctxfold messages,
-        OpenAI dicts, or a framework's messages (LangChain's, LlamaIndex's) when its
-        ctxfold extra is installed."""
+        OpenAI or Anthropic dicts (a list, or the request object given, its messages
+        and system replaced), or a framework's messages (LangChain's, LlamaIndex's)
+        when its ctxfold extra is installed."""
         return self.given.write(self.messages)
 
     def to_openai(self) -> list[dict[str, Any]]:

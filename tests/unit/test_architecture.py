@@ -24,6 +24,7 @@ LAYERS: list[set[str]] = [
         "_column",
         "messages",
         "formats",
+        "wire",
         "validity",
         "tokens",
     }

@@ -28,7 +28,7 @@ from ..exceptions import (
     CorruptRecordError,
     SessionNotFoundError,
 )
-from ..formats import read_messages
+from ..formats import CTXFOLD, PLAIN, read_messages
 from ..messages import Message, uses_tools
 from ..models.embedders import get_embedder
 from ..pipeline import Call, compact_into, opened, recall_room, recalled
@@ -271,14 +271,16 @@ class Session(SessionState):
         """Append messages (OpenAI dicts, :class:`ctxfold.Message`, or a list of a
         framework's messages when its ctxfold extra is installed) to the history; they
         are stored before this returns. A render gives back the kind added last
-        (:meth:`CompressionResult.as_given`)."""
+        (:meth:`CompressionResult.as_given`; plain-text dicts, which both OpenAI's and
+        Anthropic's format read alike, keep the kind added before them)."""
         one = isinstance(messages, (Mapping, Message))
         msgs, given = read_messages([messages] if one else messages)
         if not msgs:
             return
         with self._lock:
             self._extend(msgs, self._log.append(msgs))
-            self._given = given
+            if given is not PLAIN or self._given is CTXFOLD:  # plain text tells no client
+                self._given = given
 
     def render(self, budget: int | None = None, *, query: Query = None) -> CompressionResult:
         """The history as the model should see it now, in at most ``budget`` tokens

@@ -30,13 +30,13 @@ from ..messages import (
     Message,
     as_messages,
     from_openai,
-    to_anthropic,
     to_openai,
 )
 from ..result import SYSTEM_ROLES, CompressionResult, is_note, without_recall
 from ..tokens import get_counter
 from ..units import group_units
 from ..validity import turn_order_problems
+from ..wire import to_anthropic
 
 __all__ = [
     "CompressorContract",

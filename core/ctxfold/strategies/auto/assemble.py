@@ -171,11 +171,7 @@ def _in_place(
 ) -> tuple[Message, Decision]:
     """A message whose content is all chosen, after its layers and adapters."""
     text = "".join(pc.text for pc in p.pieces)
-    new = (
-        replace(m, content=text, tool_calls=p.calls)
-        if isinstance(m.content, str)
-        else replace(m, tool_calls=p.calls)
-    )
+    new = replace(m.with_text(text) or m, tool_calls=p.calls)
     after = counter.count_message(new)
     if new == m or after >= t:
         return m, Decision(i, "kept", "selected", t, t, step)
