@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from ._state import LRU, on_clear
 from .exceptions import ConfigurationError, MissingDependencyError
 from .messages import Message
+from .wire.costs import part_tokens
 
 if TYPE_CHECKING:
     import tiktoken
@@ -63,9 +64,12 @@ class _MessageCounter:
 
     A message costs ``per_message`` tokens, plus its text, plus ``per_name`` and the
     name's tokens when it has a name, plus, per tool call, ``per_tool_call`` and the
-    tokens of the function name and the arguments; a non-text content part (an image,
-    audio) costs ``per_non_text_part``. A conversation adds ``per_conversation`` for the
-    reply priming. The defaults follow OpenAI's published accounting for chat models.
+    tokens of the function name and the arguments; a content part that is not text
+    costs what its provider counts (:func:`ctxfold.wire.costs.part_tokens`: thinking by
+    its text, images by the providers' rules, PDFs by their pages), and one that
+    carries nothing countable (an audio clip) ``per_non_text_part``. A conversation adds
+    ``per_conversation`` for the reply priming. The defaults follow OpenAI's published
+    accounting for chat models.
     Counts are cached by content hash, so re-counting a growing history only counts
     the new messages; ``cache_size`` counts are kept at least, and counting a whole
     conversation raises that to twice its length (:meth:`reserve`).
@@ -128,11 +132,10 @@ class _MessageCounter:
             total += encode(m.content) if m.content else 0
         elif m.content:
             for part in m.content:
-                total += (
-                    encode(part.text)
-                    if part.text
-                    else (0 if part.text is not None else self.per_non_text_part)
-                )
+                if part.text is None:
+                    total += part_tokens(part, encode, self.per_non_text_part)
+                elif part.text:
+                    total += encode(part.text)
         if m.name:
             total += self.per_name + encode(m.name)
         for call in m.tool_calls:

@@ -13,7 +13,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import ctxfold
 from conftest import example_conversations, shared_conversations
 from ctxfold import ConfigurationError, Message, TiktokenCounter, ToolCall, get_counter
 from ctxfold.tokens import ApproxCounter, CallableCounter
@@ -179,13 +178,6 @@ def test_message_count_includes_overheads_names_and_tool_calls():
     assert c.count_message(calling) == 3 + 3 + text("read_file") + text(args)
     assert c.count_messages([plain, named]) == 3 + c.count_message(plain) + c.count_message(named)
     assert c.count_messages([]) == 3  # the reply priming
-
-
-def test_non_text_parts_cost_a_fixed_estimate():
-    part = ctxfold.ContentPart("image_url", extra='{"image_url": {"url": "https://x/a.png"}}')
-    msg = Message("user", (ctxfold.ContentPart("text", "look"), part))
-    c = TiktokenCounter("o200k_base", per_non_text_part=100)
-    assert c.count_message(msg) == 3 + c.count_text("look") + 100
 
 
 def test_counts_are_cached_by_content():
