@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from ..exceptions import CtxfoldError
 from ..storage.spec import scrub
 from .commands import compress, expand_cmd, migrate_cmd, render, report, stats
-from .files import CliError, load_file
+from .files import CliError, InputFormat, load_file
 
 __all__ = ["CliError", "build_parser", "load_file", "main"]
 
@@ -43,6 +43,25 @@ def _recall_options(parser: argparse.ArgumentParser) -> None:
     q.add_argument("--no-recall", action="store_true", help="recall nothing for a query")
 
 
+def _formats(parser: argparse.ArgumentParser, *, output: bool = True) -> None:
+    parser.add_argument(
+        "--input-format",
+        choices=[f.value for f in InputFormat],
+        default="auto",
+        help="auto (default: OpenAI or Anthropic messages, told by their shape), openai, "
+        "anthropic (a request {'system': ..., 'messages': [...]} or its list), or "
+        "claude-code (a coding assistant's session log, JSONL)",
+    )
+    if output:
+        parser.add_argument(
+            "--format",
+            choices=("json", "openai", "anthropic", "text"),
+            default="json",
+            help="output: JSON as given (default), OpenAI's or Anthropic's messages, or a "
+            "readable transcript",
+        )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``ctxfold`` command."""
     parser = argparse.ArgumentParser(
@@ -60,8 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("compress", help="compress conversations from a JSON or JSONL file")
     c.add_argument(
         "file",
-        help="OpenAI-format JSON (a list of messages or {'messages': [...]}),"
-        " JSONL (one conversation per line), or - for stdin",
+        help="JSON (a list of OpenAI or Anthropic messages, or {'messages': [...]}), JSONL "
+        "(one conversation per line), a coding assistant's session log, or - for stdin",
     )
     c.add_argument(
         "--budget",
@@ -75,12 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
         default="o200k_base",
         help="o200k_base, cl100k_base, a model name such as gpt-4o, or approx",
     )
-    c.add_argument(
-        "--format",
-        choices=("openai", "text"),
-        default="openai",
-        help="output: OpenAI JSON (default) or a readable transcript",
-    )
+    _formats(c)
     c.add_argument("--trace", action="store_true", help="print every decision to stderr")
     c.add_argument(
         "--option",
@@ -109,6 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--option", action="append", default=[], metavar="KEY=VALUE", help="as for compress"
     )
+    _formats(p, output=False)
     _recall_options(p)
     p.set_defaults(run=report)
     e = sub.add_parser(
@@ -146,7 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="a renderer option, e.g. --option max_tool_calls=10 or --option budget=4000",
     )
     r.add_argument("--counter", default="o200k_base")
-    r.add_argument("--format", choices=("openai", "text"), default="openai")
+    _formats(r)
     r.set_defaults(run=render)
     m = sub.add_parser(
         "migrate",
@@ -159,6 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("stats", help="report token counts of conversations in a file")
     s.add_argument("file")
     s.add_argument("--counter", default="o200k_base")
+    _formats(s, output=False)
     s.set_defaults(run=stats)
     return parser
 

@@ -26,7 +26,7 @@ from ..storage.store import NamespacedStore
 from ..strategies.base import BaseCompressor, compress_with
 from ..strategies.registry import resolve_strategy
 from ..tokens import TokenCounter, get_counter, share_budget
-from .files import CliError, Conversation, OutputError, load_file, table, write
+from .files import CliError, Conversation, InputFormat, OutputError, load_file, table, write
 
 __all__ = ["compress", "expand_cmd", "migrate_cmd", "render", "report", "stats"]
 
@@ -88,7 +88,7 @@ def _compress_all(
 ) -> tuple[list[tuple[Conversation, CompressionResult]], bool, TokenCounter]:
     """Each conversation of ``args.file`` compressed as the options say; with
     ``store``, reversibly, the originals kept there."""
-    convs, jsonl = load_file(args.file)
+    convs, jsonl = load_file(args.file, InputFormat(args.input_format))
     counter = get_counter(args.counter)
     options = _parse_options(args.option)
     if store is not None:  # reversible, with the originals where they outlive us
@@ -202,7 +202,7 @@ def expand_cmd(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             code = 1
-        write(conv, back.messages, jsonl, "openai")
+        write(conv, back.messages, jsonl, "json")
     return code
 
 
@@ -217,7 +217,7 @@ def migrate_cmd(args: argparse.Namespace) -> int:
 
 
 def render(args: argparse.Namespace) -> int:
-    convs, jsonl = load_file(args.file)
+    convs, jsonl = load_file(args.file, InputFormat(args.input_format))
     options = {**_parse_options(args.option), "counter": args.counter}
     renderer = normalize_renderer((args.renderer, options))
     if renderer is None:  # pragma: no cover - argparse gives a name
@@ -254,7 +254,7 @@ def render(args: argparse.Namespace) -> int:
 
 
 def stats(args: argparse.Namespace) -> int:
-    convs, _ = load_file(args.file)
+    convs, _ = load_file(args.file, InputFormat(args.input_format))
     counter: TokenCounter = get_counter(args.counter)
     roles = ("system", "user", "assistant", "tool")
     rows = [["conversation", "messages", "tool calls", "tokens", *roles]]

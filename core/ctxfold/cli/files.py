@@ -7,15 +7,28 @@ import json
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 from typing import Any, TextIO
 
 from .._json import JSONLimitError
 from .._json import loads as json_loads
 from ..exceptions import InvalidMessageError
+from ..formats import ANTHROPIC, OPENAI, MessageFormat, Request, read_messages
 from ..messages import Message, from_openai, to_openai
+from ..wire.anthropic import from_anthropic, to_anthropic
+from ..wire.shapes import Shape, shape_of_list
 
-__all__ = ["CliError", "Conversation", "OutputError", "emit", "load_file", "table", "write"]
+__all__ = [
+    "CliError",
+    "Conversation",
+    "InputFormat",
+    "OutputError",
+    "emit",
+    "load_file",
+    "table",
+    "write",
+]
 
 
 class CliError(Exception):
@@ -26,11 +39,25 @@ class CliError(Exception):
         self.code = code
 
 
+class InputFormat(Enum):
+    """How ``--input-format`` reads a file: by the shape of its messages (``auto``),
+    or as one client's format."""
+
+    AUTO = "auto"
+    OPENAI = "openai"
+    ANTHROPIC = "anthropic"
+    CLAUDE_CODE = "claude-code"
+
+
 @dataclass
 class Conversation:
+    """One conversation of a file: its ``label`` for messages, the surrounding
+    ``record`` (``None`` for a bare list), its messages and the format they came in."""
+
     label: str
-    record: dict[str, Any] | None  # the surrounding record, or None for a bare list
+    record: dict[str, Any] | None
     messages: list[Message]
+    given: MessageFormat = OPENAI
 
 
 def _read_text(path: str) -> str:
@@ -69,27 +96,53 @@ def _parse(path: str, text: str) -> tuple[list[Any], bool]:
         return values, True
 
 
-def load_file(path: str) -> tuple[list[Conversation], bool]:
-    """Read OpenAI-format conversations from a JSON or JSONL file (``-`` for stdin)."""
+def load_file(
+    path: str, input_format: InputFormat = InputFormat.AUTO
+) -> tuple[list[Conversation], bool]:
+    """Read conversations from a JSON or JSONL file (``-`` for stdin): OpenAI's or
+    Anthropic's messages, told apart by their shape unless ``input_format`` says which
+    (a list, a request object ``{"system": ..., "messages": [...]}``, or JSONL of
+    them)."""
     values, jsonl = _parse(path, _read_text(path))
     convs: list[Conversation] = []
     for n, value in enumerate(values):
         label = f"{path}:{n + 1}" if jsonl else path
         if isinstance(value, dict) and isinstance(value.get("messages"), list):
-            record: dict[str, Any] | None = value
-            raw = value["messages"]
             label = str(value.get("id", label))
-        elif isinstance(value, list):
-            record, raw = None, value
-        else:
+        elif not isinstance(value, list):
             raise CliError(
                 f"{label}: expected a list of messages or an object with a 'messages' list"
             )
         try:
-            convs.append(Conversation(label, record, from_openai(raw)))
+            convs.append(_conversation(label, value, input_format))
         except InvalidMessageError as exc:
             raise CliError(f"{label}: invalid message: {exc}") from None
     return convs, jsonl
+
+
+def _conversation(label: str, value: Any, fmt: InputFormat) -> Conversation:
+    """One file value (a list of messages, or a record holding them) read as ``fmt``."""
+    record = value if isinstance(value, dict) else None
+    raw = value["messages"] if record is not None else value
+    shape = shape_of_list(raw) if isinstance(raw, list) else Shape.EITHER
+    if fmt is InputFormat.OPENAI:
+        if shape is Shape.ANTHROPIC:
+            raise InvalidMessageError(
+                "these are Anthropic messages (tool_use, tool_result or thinking blocks); "
+                "use --input-format anthropic, or auto"
+            )
+        return Conversation(label, record, from_openai(raw), OPENAI)
+    if fmt is InputFormat.ANTHROPIC and shape is Shape.OPENAI:
+        raise InvalidMessageError(
+            "these are OpenAI messages (tool calls or 'tool' messages); use "
+            "--input-format openai, or auto"
+        )
+    if fmt is InputFormat.ANTHROPIC:
+        system = record.get("system") if record is not None else None
+        given = Request(Shape.ANTHROPIC, record) if record is not None else ANTHROPIC
+        return Conversation(label, record, from_anthropic(raw, system=system), given)
+    messages, given = read_messages(value)
+    return Conversation(label, record, messages, given)
 
 
 def _render_text(messages: Sequence[Message]) -> str:
@@ -119,12 +172,30 @@ def table(rows: list[list[str]], out: TextIO) -> None:
 
 
 def write(conv: Conversation, messages: Sequence[Message], jsonl: bool, fmt: str) -> None:
-    """One conversation's messages to stdout, in the shape it was read in."""
+    """One conversation's messages to stdout: as it was read (``json``), as OpenAI's
+    or Anthropic's messages (``openai``, ``anthropic``; in the record they came in), or
+    as a readable transcript (``text``)."""
     if fmt == "text":
         emit(_render_text(messages) + "\n", escape=True)
         return
-    payload: Any = to_openai(messages)
-    if conv.record is not None:
+    payload: Any
+    if fmt == "json":
+        payload = conv.given.write(messages)
+    elif fmt == "anthropic":
+        system, turns = to_anthropic(messages)
+        if conv.record is None and system is None:
+            payload = turns
+        else:
+            rest = {k: v for k, v in (conv.record or {}).items() if k != "system"}
+            payload = {**rest, "messages": turns}
+            if system is not None:
+                payload["system"] = system
+    else:
+        payload = to_openai(messages)
+        if conv.record is not None:
+            rest = {k: v for k, v in conv.record.items() if k != "system"}
+            payload = {**rest, "messages": payload}
+    if conv.record is not None and not isinstance(conv.given, Request) and fmt == "json":
         payload = {**conv.record, "messages": payload}
     indent = None if jsonl else 2
     text = json.dumps(payload, ensure_ascii=False, indent=indent)
