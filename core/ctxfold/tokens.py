@@ -132,7 +132,9 @@ class _MessageCounter:
             total += encode(m.content) if m.content else 0
         elif m.content:
             for part in m.content:
-                if part.text is None:
+                if part.text is None and not (part.type == "tool_use" and m.tool_calls):
+                    # (a tool_use part beside the message's calls is one of them,
+                    # written twice by LangChain's Anthropic messages: sent once)
                     total += part_tokens(part, encode, self.per_non_text_part)
                 elif part.text:
                     total += encode(part.text)

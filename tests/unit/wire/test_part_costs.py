@@ -280,3 +280,13 @@ def test_a_part_with_nothing_to_count_costs_the_fallback():
     msg = Message("user", (ContentPart("text", "listen"), part))
     counter = ctxfold.TiktokenCounter("o200k_base", per_non_text_part=100)
     assert counter.count_message(msg) == 3 + counter.count_text("listen") + 100
+
+
+def test_a_tool_use_block_written_beside_its_call_counts_once():
+    """LangChain's messages from Anthropic's models keep each call twice, as a
+    ``tool_use`` block and in ``tool_calls``; the provider is sent it once."""
+    call = ctxfold.ToolCall("toolu_1", "Read", '{"file_path": "src/app/views.py"}')
+    block = ContentPart("tool_use", extra='{"id": "toolu_1", "name": "Read", "input": {}}')
+    both = Message("assistant", (ContentPart("text", "Reading."), block), tool_calls=(call,))
+    once = Message("assistant", (ContentPart("text", "Reading."),), tool_calls=(call,))
+    assert COUNTER.count_message(both) == COUNTER.count_message(once)
