@@ -15,6 +15,10 @@ when absent) except ``cost``, which builds histories from the bundled examples:
 - ``recall``: LoCoMo questions asked last, at 10% and 3%;
 - ``agent``: the conversations through ``create_agent`` with ``CompressionMiddleware``
   and with a ``trim_messages`` middleware (fit and valid per model call, ms);
+- ``anthropic``: the agent runs as Anthropic request dicts with signed thinking blocks,
+  through ``compress`` and a ``Session`` (fit with thinking counted, valid Anthropic
+  requests; *retention*: the share of outputs that alter no thinking block, send the
+  tool loop's newest thinking and the newest turn whole where it fits);
 - ``cost``: one cold ``compress`` and one ``trim_messages`` from 1K to 1M tokens.
 
 Writes ``report.md``, ``results.json``, ``retention.png`` (what each method keeps
@@ -215,6 +219,34 @@ def stage_agent(data: Path, limit: int, bar: Progress) -> Iterator[Row]:
             )
 
 
+def stage_anthropic(data: Path, limit: int, bar: Progress) -> Iterator[Row]:
+    import anthropic_format as anthropic  # the benchmark module beside this one
+
+    for dataset in anthropic.SETS:
+        records = _records(data, dataset, limit)
+        for share in anthropic.SHARES:
+            bar.step(f"anthropic {dataset} {share:.0%}")
+            got = [anthropic.measure(r, share) for r in records]
+            for method in ("compress", "session"):
+                marks = [m for g in got for m in g[method]]
+                if not marks:
+                    continue
+                whole = [m["thinking"] and m["loop"] and m["continuation"] for m in marks]
+                yield Row(
+                    "anthropic",
+                    dataset,
+                    f"{share:.0%}",
+                    f"ctxfold {method}",
+                    statistics.mean(m["fit"] for m in marks),
+                    statistics.mean(m["valid"] for m in marks),
+                    statistics.mean(whole),
+                    extra={
+                        k: statistics.mean(m[k] for m in marks)
+                        for k in ("thinking", "loop", "continuation")
+                    },
+                )
+
+
 def stage_cost(sizes: list[int], bar: Progress) -> Iterator[Row]:
     base = ctxfold.from_openai(
         json.loads((HERE.parent / "examples" / "coding_agent_sqlfluff.json").read_text())[
@@ -385,6 +417,7 @@ STAGES: dict[str, Callable[[Path, int, Progress], Iterator[Row]]] = {
     "replay": stage_replay,
     "recall": stage_recall,
     "agent": stage_agent,
+    "anthropic": stage_anthropic,
 }
 COST_SIZES = {
     "tiny": [1_000, 10_000, 100_000],
@@ -399,6 +432,7 @@ def _steps(stage: str) -> int:
         "replay": len(SETS) * 2 * 3,
         "recall": 6,
         "agent": len(SETS) * 2,
+        "anthropic": 6,
     }
     return per[stage]
 

@@ -35,13 +35,16 @@ class Evidence:
     shape: Shape
     index: int = -1
     sign: str = ""
+    strong: bool = True  # structure only this format has; else a part it alone makes
 
 
 #: Content block types only Anthropic's API has (a server tool's blocks end in
 #: ``tool_use`` / ``tool_result``, so new ones are known by their suffix).
-ANTHROPIC_BLOCKS = frozenset(
-    {"thinking", "redacted_thinking", "document", "search_result", "container_upload"}
-)
+ANTHROPIC_BLOCKS = frozenset({"document", "search_result", "container_upload"})
+#: Blocks Anthropic's models write that OpenAI-shaped messages carry too (LangChain's,
+#: a gateway's, ctxfold's own ``to_openai``): a sign of Anthropic only where nothing
+#: in the list is OpenAI's.
+REASONING_BLOCKS = frozenset({"thinking", "redacted_thinking"})
 #: Content part types only OpenAI's APIs have.
 OPENAI_PARTS = frozenset(
     {"image_url", "input_audio", "file", "refusal", "input_text", "input_image", "input_file"}
@@ -62,6 +65,7 @@ def shape_of(raw: Mapping[str, Any], index: int = -1) -> Evidence:
     content = raw.get("content")
     if not isinstance(content, list):
         return _PLAIN
+    weak = _PLAIN
     for part in content:
         kind = part.get("type") if isinstance(part, Mapping) else None
         if not isinstance(kind, str):
@@ -74,24 +78,32 @@ def shape_of(raw: Mapping[str, Any], index: int = -1) -> Evidence:
             or (kind == "image" and "source" in part)
         ):
             return Evidence(Shape.ANTHROPIC, index, f"a {kind!r} block")
-    return _PLAIN
+        if kind in REASONING_BLOCKS and weak is _PLAIN:
+            weak = Evidence(Shape.ANTHROPIC, index, f"a {kind!r} block", strong=False)
+    return weak
 
 
 def shape_of_list(messages: Iterable[Any]) -> Shape:
     """The wire format of a list of messages: the one its dicts show (other items, such
-    as :class:`ctxfold.Message` objects, show none), :attr:`Shape.EITHER` when none
-    shows one. Raises :class:`InvalidMessageError` naming a message of each format when
-    the list shows both."""
+    as :class:`ctxfold.Message` objects, show none; a thinking block shows Anthropic's
+    only where nothing shows OpenAI's), :attr:`Shape.EITHER` when none shows one.
+    Raises :class:`InvalidMessageError` naming a message of each format when the list
+    shows both."""
     seen: dict[Shape, Evidence] = {}
+    weak: Evidence | None = None
     for i, raw in enumerate(messages):
         if not isinstance(raw, Mapping):
             continue
         found = shape_of(raw, i)
-        if found.shape is not Shape.EITHER:
+        if not found.strong:
+            weak = weak or found
+        elif found.shape is not Shape.EITHER:
             seen.setdefault(found.shape, found)
             if len(seen) == 2:
                 raise _mixed(seen[Shape.OPENAI], seen[Shape.ANTHROPIC])
-    return next(iter(seen), Shape.EITHER)
+    if seen:
+        return next(iter(seen))
+    return Shape.ANTHROPIC if weak is not None else Shape.EITHER
 
 
 def _mixed(openai: Evidence, anthropic: Evidence) -> InvalidMessageError:

@@ -279,3 +279,28 @@ def test_thinking_blocks_are_kept_whole_or_dropped_whole(name, messages, share):
         [run[max(k for k, t in enumerate(run) if t["role"] == "assistant")]]
     )
     assert counter.count_messages(from_anthropic(out, system=system)) <= budget
+
+
+def test_thinking_parts_in_openai_dicts_are_not_a_second_format():
+    """Gateways and ctxfold's own to_openai carry thinking blocks as parts of OpenAI
+    messages: a thinking block is Anthropic's only where nothing else is OpenAI's."""
+    thought = {"type": "thinking", "thinking": "Check the file first.", "signature": "s"}
+    openai = [
+        {"role": "user", "content": TASK},
+        {
+            "role": "assistant",
+            "content": [thought],
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "Read", "arguments": "{}"}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": FILE},
+        {"role": "assistant", "content": [thought, {"type": "text", "text": "Fixed."}]},
+    ]
+    out = ctxfold.compress(openai, budget=10_000).as_given()
+    assert out == openai
+    chat = [
+        {"role": "user", "content": "Why?"},
+        {"role": "assistant", "content": [thought, {"type": "text", "text": "Because."}]},
+    ]
+    assert ctxfold.compress(chat, budget=10_000).as_given() == chat
