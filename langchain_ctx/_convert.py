@@ -20,10 +20,11 @@ from langchain_core.messages import (
 )
 from langchain_core.prompt_values import PromptValue
 
-from ctxfold import ContentPart, InvalidMessageError, Message, ToolCall
+from ctxfold import ContentPart, InvalidMessageError, Message, ToolCall, from_anthropic
 from ctxfold.formats import Format
 from ctxfold.messages import as_messages
 from ctxfold.session import frozen
+from ctxfold.wire import Shape, shape_of_list
 
 __all__ = ["as_langchain_messages", "from_langchain", "snapshot", "to_langchain"]
 
@@ -91,6 +92,7 @@ def _items(messages: Any, *, ours: bool) -> list[BaseMessage | Message]:
             " (put a single message in a list)"
         )
     out: list[BaseMessage | Message] = []
+    messages = _anthropic_read(list(messages))
     for i, item in enumerate(messages):
         if ours and isinstance(item, Message):
             out.append(item)
@@ -104,6 +106,26 @@ def _items(messages: Any, *, ours: bool) -> list[BaseMessage | Message]:
                     index=i,
                 ) from None
         out.append(message_chunk_to_message(item) if isinstance(item, BaseMessageChunk) else item)
+    return out
+
+
+def _anthropic_read(items: list[Any]) -> list[Any]:
+    """``items`` with Anthropic Messages-API dicts (told by their shape: ``tool_use`` and
+    ``tool_result`` blocks, which LangChain's own reading leaves as opaque blocks) as
+    LangChain messages with their tool calls and tool messages; the rest as given."""
+    if shape_of_list(items) is not Shape.ANTHROPIC:
+        return items
+    out: list[Any] = []
+    run: list[Mapping[str, Any]] = []
+    for item in [*items, None]:
+        if isinstance(item, Mapping):
+            run.append(item)
+            continue
+        if run:
+            out.extend(to_langchain(from_anthropic(run)))
+            run = []
+        if item is not None:
+            out.append(item)
     return out
 
 

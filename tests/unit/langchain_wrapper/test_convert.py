@@ -117,3 +117,23 @@ def test_what_langchain_cannot_read_is_a_clear_error(given: object, match: str) 
 def test_to_langchain_rejects_what_is_not_a_message() -> None:
     with pytest.raises(ctxfold.InvalidMessageError, match="message 0"):
         to_langchain([42])  # type: ignore[list-item]
+
+
+def test_anthropic_dicts_are_read_with_their_tool_structure():
+    """LangChain's own reading leaves tool_use / tool_result blocks as opaque content:
+    the wrapper reads Anthropic dicts by their shape into calls and tool messages."""
+    from langchain_core.messages import AIMessage, ToolMessage
+
+    from langchain_ctx import as_langchain_messages
+
+    turns = [
+        {"role": "user", "content": "Fix src/app/views.py"},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "t1", "name": "Read", "input": {"p": "a"}}],
+        },
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "x"}]},
+    ]
+    read = as_langchain_messages(turns)
+    assert isinstance(read[1], AIMessage) and read[1].tool_calls[0]["name"] == "Read"
+    assert isinstance(read[2], ToolMessage) and read[2].tool_call_id == "t1"
