@@ -304,3 +304,104 @@ def test_thinking_parts_in_openai_dicts_are_not_a_second_format():
         {"role": "assistant", "content": [thought, {"type": "text", "text": "Because."}]},
     ]
     assert ctxfold.compress(chat, budget=10_000).as_given() == chat
+
+
+def real_shaped_request() -> dict:
+    """A request as a coding assistant sends it: cached system blocks, thinking with
+    its signature, redacted thinking, parallel calls, results with text and image parts
+    and is_error, a document, cache_control on the last block."""
+    png = (
+        "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6"
+        "kgAAAABJRU5ErkJggg=="
+    )
+    return {
+        "model": "claude-x",
+        "max_tokens": 4096,
+        "system": [
+            {
+                "type": "text",
+                "text": "You are a coding agent.",
+                "cache_control": {"type": "ephemeral"},
+            }
+        ],
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "document",
+                        "source": {"type": "text", "media_type": "text/plain", "data": "spec"},
+                        "title": "Spec",
+                    },
+                    {"type": "text", "text": TASK},
+                ],
+            },
+            {
+                "role": "assistant",
+                "content": [
+                    {
+                        "type": "thinking",
+                        "thinking": "Read both files.",
+                        "signature": "EqQBCkgIARAB" * 20,
+                    },
+                    {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix" * 10},
+                    {
+                        "type": "tool_use",
+                        "id": "toolu_1",
+                        "name": "Read",
+                        "input": {"file_path": "src/app/views.py"},
+                    },
+                    {"type": "tool_use", "id": "toolu_2", "name": "Screenshot", "input": {}},
+                ],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "toolu_1",
+                        "content": [{"type": "text", "text": FILE}],
+                    },
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "toolu_2",
+                        "is_error": True,
+                        "content": [
+                            {"type": "text", "text": "partial capture"},
+                            {
+                                "type": "image",
+                                "source": {
+                                    "type": "base64",
+                                    "media_type": "image/png",
+                                    "data": png,
+                                },
+                            },
+                        ],
+                        "cache_control": {"type": "ephemeral"},
+                    },
+                ],
+            },
+        ],
+    }
+
+
+def test_a_real_shaped_request_round_trips_byte_for_byte():
+    request = real_shaped_request()
+    messages = from_anthropic(request["messages"], system=request["system"])
+    assert [m.role for m in messages] == ["system", "user", "assistant", "tool", "tool"]
+    assert [c.id for c in messages[2].tool_calls] == ["toolu_1", "toolu_2"]
+    assert to_anthropic(messages) == (request["system"], request["messages"])
+    assert ctxfold.compress(request, budget=100_000).as_given() == request
+
+
+def test_a_real_shaped_request_compressed_keeps_every_block_it_sends_whole():
+    request = real_shaped_request()
+    counter = ctxfold.get_counter("o200k_base")
+    result = ctxfold.compress(request, budget=1200)
+    out = result.as_given()
+    assert counter.count_messages(from_anthropic(out["messages"], system=out["system"])) <= 1200
+    assert_valid_anthropic(out["messages"])
+    assert thinking_blocks(out["messages"]) == thinking_blocks(request["messages"][1:2])
+    sent = [b for t in out["messages"] if isinstance(t["content"], list) for b in t["content"]]
+    given = [b for t in request["messages"] for b in t["content"]]
+    assert all(b in given for b in sent if b["type"] in ("redacted_thinking", "document"))
