@@ -4,18 +4,20 @@ text behind one id."""
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..exceptions import CorruptRecordError, ExpandError
-from ..messages import Message, as_messages, to_openai, transcript
+from ..formats import read_messages
+from ..messages import Message, to_openai, transcript
 from ..result import NOTE_KEY, CompressionResult, without_recall
-from ..storage.store import NamespacedStore, VerbatimStore, get_store
+from ..storage.retention import Retains
+from ..storage.store import SESSION_PREFIX, NamespacedStore, VerbatimStore, get_store
 from .records import Read, load, message_from_record, tag_key
 from .redaction import unredact
 
-__all__ = ["Expansion", "expand", "originals", "uncompress"]
+__all__ = ["Expansion", "expand", "holding", "located", "originals", "uncompress"]
 
 #: A round's tag: the whole first line of the message that carries it (see
 #: :func:`ctxfold.reversible.rounds.round_heads`); a line with more after the tag is text.
@@ -45,23 +47,29 @@ class Expansion:
 
 
 def expand(
-    target: CompressionResult | Sequence[Message | Mapping[str, Any]] | str,
+    target: CompressionResult | Sequence[Message | Mapping[str, Any]] | Mapping[str, Any] | str,
     *,
     store: VerbatimStore | str | None = None,
 ) -> Any:
     """Give back what compression folded.
 
-    - a :class:`CompressionResult` or a list of messages: an :class:`Expansion` with
+    - a :class:`CompressionResult` or a list of messages (in any format ctxfold reads:
+      OpenAI or Anthropic dicts, a framework's messages): an :class:`Expansion` with
       the original conversation, rebuilt through every round found (the newest
       first), and the ids the store lacked (``missing``) instead of a silent gap;
     - an id (from an ``[expand <id>]`` marker, a round's tag or a reference): the text
       it stands for (a message's, or the transcript of the messages a round hid);
-      raises :class:`ExpandError` if the store does not have it.
+      raises :class:`ExpandError` if the store does not have it;
+    - a session's compaction record (:attr:`ctxfold.Session.compaction`, what an
+      agent's state keeps under ``ctxfold``): the text of its round's originals, as
+      for its round id.
 
     ``store`` is where the originals are (default: a result's own store, else the
-    process's). A session writes in its own part of its store: its renders find it
-    given the store's spec; its messages alone or its ids need
-    :meth:`ctxfold.Session.expand` (or ``Session.load(id, store=...).expand``).
+    process's). A session writes in its own part of its store: given the store
+    itself (its spec: ``"sqlite:///rounds.db"``, a Redis URL), a round or an id found
+    nowhere else is looked up in the parts its sessions wrote (:func:`located`), so a
+    round id, a rendered message list or a record read back without the session's id.
+    :meth:`ctxfold.Session.expand` reads one session's part only.
 
     A message that starts with a round's tag is that round's only when its metadata
     or the store says so (see :func:`_written`). A tag the store knows nothing of is
@@ -71,11 +79,16 @@ def expand(
     (a user's message that starts with a tag leaves the expansion complete).
     """
     st = _store_of(target, store)
+    if isinstance(target, Mapping):
+        target = _round_of_record(target)
     if isinstance(target, str):
         return _expand_id(st, target.strip())
     # A result's own messages keep their metadata: a round's message says so itself.
     kept_meta = isinstance(target, CompressionResult)
-    msgs = list(target.messages) if isinstance(target, CompressionResult) else as_messages(target)
+    # a list in any format the entry points read (OpenAI or Anthropic dicts, LangChain's)
+    msgs = (
+        list(target.messages) if isinstance(target, CompressionResult) else read_messages(target)[0]
+    )
     msgs = without_recall(msgs)  # a recall block quotes the history: it is no part of it
     missing: list[str] = []
     corrupt: list[str] = []
@@ -83,15 +96,23 @@ def expand(
     done: set[str] = set()  # rounds undone, or known to be missing
     rounds_read: dict[str, Read] = {}  # each round's record is read once
     seen = (done, missing, corrupt, rounds_read)
-    while (undone := _undo_newest(st, msgs, *seen, kept_meta=kept_meta)) is not None:
+    where: dict[str, VerbatimStore] = {}  # the part of the store each round is in
+
+    def locate(rid: str) -> VerbatimStore:
+        if rid not in where:
+            where[rid] = located(st, rid)
+        return where[rid]
+
+    while (undone := _undo_newest(locate, msgs, *seen, kept_meta=kept_meta)) is not None:
         msgs = undone
         rounds += 1
     for m in msgs:  # rounds whose output is not all here any more
         match = _round_of(m)
         rid = match.group(1) if match else None
-        if rid and rid not in done and _written(st, m, rounds_read.get(rid), kept_meta):
+        if rid and rid not in done and _written(locate(rid), m, rounds_read.get(rid), kept_meta):
             missing.append(rid)
-    msgs, lost = unredact(msgs, st)  # credentials masked on the way in: put back
+    # credentials masked on the way in: put back from the part the newest round is in
+    msgs, lost = unredact(msgs, next(iter(where.values()), st))
     missing += lost
     return Expansion(
         tuple(msgs), rounds, tuple(dict.fromkeys(missing)), tuple(dict.fromkeys(corrupt))
@@ -111,8 +132,59 @@ def _store_of(target: object, store: VerbatimStore | str | None) -> VerbatimStor
     return st
 
 
+def _round_of_record(record: Mapping[str, Any]) -> str:
+    """The round id of a session's compaction record; an :class:`ExpandError` that
+    says what to pass for any other mapping."""
+    fold = record.get("fold")
+    rid = fold.get("round") if isinstance(fold, Mapping) else None
+    if not isinstance(rid, str) or not rid:
+        raise ExpandError(
+            "expand takes a mapping only as a session's compaction record (an agent "
+            "state's 'ctxfold' field), and this one names no round; pass a round id, "
+            "an [expand <id>] marker, a list of messages or a CompressionResult"
+        )
+    return rid
+
+
+def located(store: VerbatimStore, entry_id: str) -> VerbatimStore:
+    """The part of ``store`` that holds ``entry_id``: ``store`` itself when it holds
+    it, is one part already (a :class:`~ctxfold.storage.NamespacedStore`) or cannot
+    list its parts (not :class:`~ctxfold.storage.Retains`); else the part a session
+    wrote that holds it (the one written last, when several do: an id names its
+    content), or ``store`` when none does. One read of the store, and one per 500
+    sessions it holds."""
+    if isinstance(store, NamespacedStore) or not isinstance(store, Retains):
+        return store
+    entry_id = _bare(entry_id)
+    if store.get_many([entry_id])[0] is not None:
+        return store
+    written = store.namespaces(SESSION_PREFIX)
+    spaces = sorted(written, key=lambda ns: (-written[ns], ns))
+    for start in range(0, len(spaces), 500):
+        chunk = spaces[start : start + 500]
+        for ns, value in zip(chunk, store.get_many([ns + entry_id for ns in chunk]), strict=True):
+            if value is not None:
+                return NamespacedStore(store, ns)
+    return store
+
+
+def holding(stores: Sequence[VerbatimStore], entry_id: str) -> VerbatimStore | None:
+    """The first of ``stores`` that holds a record under ``entry_id`` (an id, or an
+    ``[expand <id>]`` marker), or ``None``."""
+    key = _bare(entry_id)
+    for store in stores:
+        if store.get_many([key])[0] is not None:
+            return store
+    return None
+
+
+def _bare(entry_id: str) -> str:
+    """The id an ``[expand <id>]`` marker (or an id) names."""
+    return entry_id.removeprefix("[expand ").removesuffix("]").strip()
+
+
 def _undo_newest(
-    store: VerbatimStore,
+    locate: Callable[[str], VerbatimStore],
     msgs: list[Message],
     done: set[str],
     missing: list[str],
@@ -124,13 +196,15 @@ def _undo_newest(
     """``msgs`` with one round undone: the newest one whose output is all here (a round
     whose tag is part of another round's output is older: that one goes first); None
     when no round can be undone. Rounds found missing go to ``done`` and ``missing``
-    (or ``corrupt``). ``kept_meta``: see :func:`_written`."""
+    (or ``corrupt``). ``locate`` gives the store each round is in; ``kept_meta``: see
+    :func:`_written`."""
     found: list[tuple[int, str, dict[str, Any]]] = []
     for pos, m in enumerate(msgs):
         match = _round_of(m)
         if not match or match.group(1) in done:
             continue
         rid = match.group(1)
+        store = locate(rid)
         if rid not in rounds_read:
             rounds_read[rid] = load(store, [rid])
         read = rounds_read[rid]
@@ -146,7 +220,7 @@ def _undo_newest(
         inside = msgs[pos].fingerprint
         if any(inside in other["out"] for _, o, other in found if o != rid):
             continue  # its tag is in a newer round's output: that one first
-        read = load(store, record["in"])
+        read = load(locate(rid), record["in"])
         originals = read.records
         lost = [i for i, r in zip(record["in"], originals, strict=True) if r is None]
         if lost:
@@ -215,14 +289,14 @@ def _subsequence(msgs: Sequence[Message], ids: Sequence[str]) -> list[int] | Non
 
 
 def _expand_id(store: VerbatimStore, entry_id: str) -> str:
-    return transcript(originals(store, entry_id))
+    return transcript(originals(located(store, entry_id), entry_id))
 
 
 def originals(store: VerbatimStore, entry_id: str) -> list[Message]:
     """The messages behind one id (an ``[expand <id>]`` marker's or a ``[secret <id>]``
     mark's: its message; a round's: the messages it hid), which :func:`expand` gives
     as text. :class:`ExpandError` if the store lacks them."""
-    entry_id = entry_id.removeprefix("[expand ").removesuffix("]").strip()
+    entry_id = _bare(entry_id)
     read = load(store, [entry_id])
     _refuse_corrupt(read.corrupt)
     record = read.records[0]

@@ -22,7 +22,7 @@ from ..messages import Message, ToolCall, transcript
 from ..storage.store import VerbatimStore, get_store
 from ..text.secrets import mask
 from ..tokens import get_counter
-from .expand import originals
+from .expand import holding, originals
 from .redaction import holds_redacted, mask_message
 
 __all__ = ["ExpandTool", "expand_tool"]
@@ -138,13 +138,22 @@ class ExpandTool:
         within ``max_tokens``, whatever it is given."""
         return self._within(self._answer(id, page))
 
-    def redacts(self) -> bool:
-        """Whether answers are masked now: ``redact`` if given, else whether the store
-        holds originals that ``redact=True`` stored."""
+    def redacts(self, store: VerbatimStore | None = None) -> bool:
+        """Whether answers read from ``store`` (default: the tool's) are masked now:
+        ``redact`` if given, else whether the store holds originals that
+        ``redact=True`` stored."""
         if self.redact is not None:
             return self.redact
+        if store is not None and store is not self.store:
+            return holds_redacted(store)
         self._holds_redacted = self._holds_redacted or holds_redacted(self.store)
         return self._holds_redacted
+
+    def stores(self) -> list[VerbatimStore]:
+        """The stores an id is looked up in, in order: the tool's ``store``. A tool
+        over several (the sessions of an agent's thread, each in its own part of a
+        store) gives them here; an id is read from the first that holds it."""
+        return [self.store]
 
     def _answer(self, id: str, page: int) -> str:
         if not isinstance(id, str) or not id.strip():
@@ -173,8 +182,10 @@ class ExpandTool:
     def _text(self, id: str) -> str:
         """The originals behind ``id`` as text; when redacting, masked field by field
         (a credential inside JSON's escapes too), then as text."""
-        found = originals(self.store, id)
-        if not self.redacts():
+        stores = self.stores()
+        store = holding(stores, id) or (stores[0] if stores else self.store)
+        found = originals(store, id)
+        if not self.redacts(store):
             return transcript(found)
         return mask(transcript([mask_message(m) for m in found]))
 
