@@ -20,10 +20,14 @@ from langchain_core.tools import BaseTool
 from langgraph.types import Command
 from typing_extensions import NotRequired, Unpack
 
+from ctxfold.exceptions import ConfigurationError
 from ctxfold.session import CompactionOptions
+from ctxfold.storage import VerbatimStore
 
+from ._budget import Budget, BudgetSpec
 from ._models import tool_schema_tokens
-from ._threads import STATE_KEY, ThreadViews, View, thread_of
+from ._threads import STATE_KEY, ThreadExpandTool, ThreadViews, View, thread_of
+from ._tools import as_langchain_tool
 
 __all__ = ["CompressionMiddleware", "CompressionState"]
 
@@ -68,6 +72,23 @@ class CompressionMiddleware(AgentMiddleware[CompressionState, Any, Any]):
     When the newest message is the user's and asks something, the passages of the
     older history it recalls are shown at its head (see :meth:`ctxfold.Session.render`).
 
+    ``budget`` is tokens (``8000`` or ``("tokens", 8000)``) or, as
+    ``SummarizationMiddleware`` takes it, ``("fraction", 0.8)`` of the context window
+    of the model each call goes to (``request.model.profile["max_input_tokens"]``; a
+    model without one is a :class:`ctxfold.ConfigurationError` saying to pass tokens).
+
+    The agent gets a tool, ``expand`` (``expand_tool=False``: none), that the model
+    calls with the id of a round (named in the note it sees) or of an ``[expand <id>]``
+    marker to read the originals, in pages of at most ``expand_max_tokens`` (default:
+    a quarter of a token budget, at most 4,000), from the rounds of its own thread only.
+    ``store`` is where the rounds are kept: by default a memory store per thread, kept
+    while its session is; ``"sqlite:///rounds.db"``, a Redis URL or a
+    :class:`ctxfold.storage.VerbatimStore` keeps them across restarts (a new process
+    with the same checkpointer and store reads every round the thread had). Given that
+    store, :func:`ctxfold.expand` reads them back from what the state holds, without a
+    session id: ``ctxfold.expand(state["ctxfold"], store=...)`` (the newest round's
+    originals), a round id, or the messages a call was sent.
+
     ``strategy``, ``counter``, ``cache_stable``, ``low_water``, ``high_water``,
     ``recall_share``, ``recall_embedder`` and ``redact`` are those of :class:`ctxfold.Session`
     (a summarizer model goes in the strategy:
@@ -79,16 +100,36 @@ class CompressionMiddleware(AgentMiddleware[CompressionState, Any, Any]):
     state_schema = CompressionState
 
     def __init__(
-        self, budget: int, *, max_threads: int = 256, **options: Unpack[CompactionOptions]
+        self,
+        budget: BudgetSpec,
+        *,
+        max_threads: int = 256,
+        store: VerbatimStore | str | None = None,
+        expand_tool: bool = True,
+        expand_max_tokens: int | None = None,
+        **options: Unpack[CompactionOptions],
     ) -> None:
         super().__init__()
-        self.views = ThreadViews(budget, max_threads, options)
+        #: The budget as given: tokens, or a fraction of the model's context window.
+        self.context_budget = Budget.of(budget)
+        self.views = ThreadViews(self.context_budget.tokens, max_threads, options, store)
         self._schemas: dict[tuple[int, ...], tuple[Sequence[Any], int]] = {}
+        self.tools = self._expand_tools(expand_tool, expand_max_tokens)
+
+    def _expand_tools(self, wanted: object, max_tokens: int | None) -> list[BaseTool]:
+        """The expand tool of the agent's threads, when ``wanted``."""
+        if not isinstance(wanted, bool):
+            raise ConfigurationError(f"expand_tool must be True or False, got {wanted!r}")
+        if not wanted:
+            return []
+        page = self.context_budget.page_tokens() if max_tokens is None else max_tokens
+        return [as_langchain_tool(ThreadExpandTool(self.views, max_tokens=page))]
 
     @property
-    def budget(self) -> int:
-        """Tokens each model call may receive: system prompt, tool schemas, history."""
-        return self.views.budget
+    def budget(self) -> int | None:
+        """Tokens each model call may receive: system prompt, tool schemas, history
+        (``None`` for a fraction of the model's window, resolved at each call)."""
+        return self.context_budget.tokens
 
     def wrap_model_call(
         self, request: ModelRequest[Any], handler: Handler
@@ -115,7 +156,8 @@ class CompressionMiddleware(AgentMiddleware[CompressionState, Any, Any]):
         saved = request.state.get(STATE_KEY)
         if not isinstance(saved, Mapping):
             saved = None
-        return self.views.view(thread, request.messages, fixed=fixed, saved=saved)
+        budget = self.context_budget.for_model(request.model)
+        return self.views.view(thread, request.messages, fixed=fixed, saved=saved, budget=budget)
 
     def _anchor(
         self, thread: Hashable, view: View, response: ModelResponse[Any] | AIMessage

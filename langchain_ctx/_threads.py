@@ -7,10 +7,19 @@ a cache of the work done on them. A cached session is used while the messages it
 are still the first messages of the state; otherwise it is rebuilt from the state's
 messages and its stored compaction (no compaction made twice), or, when that record no
 longer belongs to the history (messages edited or removed), compacted afresh.
+
+Each session keeps its rounds' originals in its own part of the store. The store also
+lists the sessions of each thread (``ctxfold:thread:<digest of the thread>:<n>``, the
+id of its ``n``-th session), so the thread's expand tool reads the rounds of every
+session the thread had, in any process, and no other thread's
+(:meth:`ThreadViews.stores_of`). Without a ``store``, each thread has a memory store of
+its own, kept while its session is (``max_threads``).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Mapping, Sequence
@@ -22,18 +31,32 @@ from langgraph.config import get_config
 
 from ctxfold.exceptions import BudgetError, ConfigurationError
 from ctxfold.result import CompressionResult
+from ctxfold.reversible import ExpandTool
 from ctxfold.session import CompactionOptions, Follower, Session
+from ctxfold.session.chain import namespace
+from ctxfold.session.follow import store_for
 from ctxfold.session.resume import Outcome
+from ctxfold.storage import (
+    MemoryStore,
+    NamespacedStore,
+    VerbatimStore,
+    get_session_store,
+    put_new,
+)
 
 from ._convert import from_langchain, snapshot, to_langchain
 
-__all__ = ["STATE_KEY", "ThreadViews", "View", "thread_of"]
+__all__ = ["STATE_KEY", "ThreadExpandTool", "ThreadViews", "View", "thread_of"]
 
 #: How LangGraph writes a checkpoint namespace: ``node:task_id|node:task_id``.
 NS_SEP, NS_END = "|", ":"
 
 #: The state field that holds a thread's compaction record (private to the agent).
 STATE_KEY = "ctxfold"
+
+#: Where a store lists the sessions of each thread (see the module).
+THREAD_PREFIX = "ctxfold:thread:"
+_SLOTS = 16  # index entries read per round trip
 
 
 def thread_of() -> Hashable:
@@ -52,8 +75,34 @@ def thread_of() -> Hashable:
     return (str(thread), *(part.split(NS_END)[0] for part in path))
 
 
+def _index(thread: Hashable) -> str:
+    """The prefix of the store keys that list ``thread``'s sessions."""
+    digest = hashlib.sha256(json.dumps(thread, default=repr).encode("utf-8")).hexdigest()
+    return f"{THREAD_PREFIX}{digest[:32]}:"
+
+
+def _sessions(store: VerbatimStore, thread: Hashable) -> list[str]:
+    """The ids of ``thread``'s sessions ``store`` lists, oldest first."""
+    prefix, found = _index(thread), list[str]()
+    while True:
+        keys = [f"{prefix}{n}" for n in range(len(found), len(found) + _SLOTS)]
+        for value in store.get_many(keys):
+            if value is None:
+                return found
+            found.append(value.decode("utf-8", "replace"))
+
+
+def _register(store: VerbatimStore, thread: Hashable, session_id: str) -> None:
+    """List ``session_id`` among ``thread``'s sessions in ``store`` (in the first free
+    slot: another process may take one first)."""
+    prefix, n = _index(thread), len(_sessions(store, thread))
+    while put_new(store, {f"{prefix}{n}": session_id.encode("utf-8")}):
+        n += 1
+
+
 @dataclass
 class _Thread:
+    store: VerbatimStore
     lock: threading.Lock = field(default_factory=threading.Lock)
     follower: Follower[BaseMessage] | None = None
     round_id: str | None = None  # the compaction `prefix` is the LangChain form of
@@ -84,14 +133,25 @@ class ThreadViews:
     """Render each thread's history within ``budget`` tokens (system prompt and tool
     schemas included), keeping the sessions of the ``max_threads`` threads used last."""
 
-    def __init__(self, budget: int, max_threads: int, options: CompactionOptions) -> None:
+    def __init__(
+        self,
+        budget: int | None,
+        max_threads: int,
+        options: CompactionOptions,
+        store: VerbatimStore | str | None = None,
+    ) -> None:
         if isinstance(max_threads, bool) or not isinstance(max_threads, int) or max_threads < 1:
             raise ConfigurationError(f"max_threads must be an int >= 1, got {max_threads!r}")
-        template = Session(budget=budget, **options)  # checks every setting, once
-        self.budget: int = budget
+        settings: dict[str, Any] = dict(options)
+        store = settings.pop("store", store)  # the hook's options may name it
+        template = Session(budget=budget, **settings)  # checks every setting, once
+        #: Where every thread's sessions write (``None``: a memory store per thread).
+        self.store: VerbatimStore | None = None if store is None else get_session_store(store)
+        self.budget: int | None = budget
         self.counter = template.counter
+        self.redact = template.redact
         self._settings: dict[str, Any] = {
-            **options,
+            **settings,
             "budget": budget,
             "strategy": template.strategy,
             "counter": template.counter,
@@ -106,17 +166,21 @@ class ThreadViews:
             return reserved
         return reserved + self.counter.count_message(from_langchain([system])[0])
 
-    def check_room(self, fixed: int, scale: float = 1.0) -> int:
-        """The tokens left for the history when a call spends ``fixed`` besides and
-        the provider counts ``scale`` tokens for each one ctxfold counts; a
-        :class:`ctxfold.BudgetError` when none are."""
-        room = int(self.budget / scale) - fixed
+    def check_room(self, fixed: int, scale: float = 1.0, budget: int | None = None) -> int:
+        """The tokens left for the history of a call of ``budget`` tokens (default:
+        the views' own) when it spends ``fixed`` besides and the provider counts
+        ``scale`` tokens for each one ctxfold counts; a :class:`ctxfold.BudgetError`
+        when none are."""
+        budget = self.budget if budget is None else budget
+        if budget is None:
+            raise ConfigurationError("no budget: pass one to the view or to ThreadViews")
+        room = int(budget / scale) - fixed
         if room <= 0:
             raise BudgetError(
                 f"the system prompt and tool schemas take {fixed} tokens, the whole budget "
-                f"of {self.budget}: raise the budget or shorten them",
+                f"of {budget}: raise the budget or shorten them",
                 required=fixed + 1,
-                budget=self.budget,
+                budget=budget,
             )
         return room
 
@@ -127,15 +191,16 @@ class ThreadViews:
         *,
         fixed: int = 0,
         saved: Mapping[str, Any] | None = None,
+        budget: int | None = None,
     ) -> View:
         """The view of ``messages`` (the thread's whole history, the system prompt
-        aside) for a model call that spends ``fixed`` tokens besides; ``saved`` is the
-        compaction record the state holds. Raises :class:`ctxfold.BudgetError` when
-        what must be kept cannot fit."""
+        aside) for a model call of ``budget`` tokens (default: the views' own) that
+        spends ``fixed`` tokens besides; ``saved`` is the compaction record the state
+        holds. Raises :class:`ctxfold.BudgetError` when what must be kept cannot fit."""
         state = self._state(thread)
-        room = self.check_room(fixed, state.scale)
+        room = self.check_room(fixed, state.scale, budget)
         with state.lock:
-            follower = self._follower(state, messages, saved)
+            follower = self._follower(thread, state, messages, saved)
             followed = follower.follow(messages, room)
             result = followed.result
             if result.round_id != state.round_id:
@@ -157,24 +222,72 @@ class ThreadViews:
         if counted > 0 and reported > 0:
             self._state(thread).scale = max(1.0, reported / counted)
 
+    def stores_of(self, thread: Hashable) -> list[VerbatimStore]:
+        """The parts of the store that ``thread``'s sessions wrote, newest first: where
+        its rounds are, and nothing of another thread's (empty for a thread this
+        process no longer holds, without a ``store``)."""
+        if self.store is not None:
+            store: VerbatimStore = self.store
+        else:
+            with self._lock:
+                state = self._threads.get(thread)
+            if state is None:
+                return []
+            store = state.store
+        ids = _sessions(store, thread)
+        return [NamespacedStore(store, namespace(sid)) for sid in reversed(ids)]
+
     def _state(self, thread: Hashable) -> _Thread:
         with self._lock:
-            state = self._threads.pop(thread, None) or _Thread()
+            state = self._threads.pop(thread, None) or _Thread(self._new_store())
             self._threads[thread] = state  # the most recent last
             while len(self._threads) > self.max_threads:
                 self._threads.popitem(last=False)
             return state
 
+    def _new_store(self) -> VerbatimStore:
+        """The store of a thread: the views' own, else a memory store of its own."""
+        if self.store is not None:
+            return self.store
+        own = store_for(None, None)
+        assert own is not None  # a memory store, when neither id nor store is given
+        return get_session_store(own)
+
     def _follower(
-        self, state: _Thread, messages: Sequence[BaseMessage], saved: Mapping[str, Any] | None
+        self,
+        thread: Hashable,
+        state: _Thread,
+        messages: Sequence[BaseMessage],
+        saved: Mapping[str, Any] | None,
     ) -> Follower[BaseMessage]:
         """The thread's follower, rebuilt from the state when the cached one does not
-        hold the start of ``messages`` (another process, a fork, an edit)."""
+        hold the start of ``messages`` (another process, a fork, an edit), its
+        session listed among the thread's in the store."""
         if state.follower is not None and state.follower.holds_start_of(messages):
             return state.follower
         state.follower = Follower.resume(
-            messages, saved, from_langchain, key=snapshot, **self._settings
+            messages, saved, from_langchain, key=snapshot, **self._settings, store=state.store
         )
+        _register(state.store, thread, state.follower.session.session_id)
         state.round_id, state.prefix = None, []
         state.refused = state.follower.session.resumed.outcome is Outcome.REFUSED
         return state.follower
+
+
+class ThreadExpandTool(ExpandTool):
+    """The expand tool of an agent's threads: an id is read from the rounds of the
+    thread the tool runs in (:func:`thread_of`), from every session it had
+    (:meth:`ThreadViews.stores_of`), never from another thread's."""
+
+    def __init__(self, views: ThreadViews, *, max_tokens: int = 4000) -> None:
+        super().__init__(
+            MemoryStore(),  # read only when the thread has no session: nothing there
+            max_tokens=max_tokens,
+            counter=views.counter,
+            redact=views.redact or None,
+        )
+        self.views = views
+
+    def stores(self) -> list[VerbatimStore]:
+        """The parts of the store the current thread's sessions wrote."""
+        return self.views.stores_of(thread_of())
