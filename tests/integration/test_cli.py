@@ -240,11 +240,12 @@ def test_expand_reads_what_a_session_wrote_given_its_id(capsys, tmp_path):
     shown = tmp_path / "shown.json"
     shown.write_text(json.dumps(session.render().to_openai()))
     args = ["expand", str(shown), "--store", str(db)]
-    code, out, err = run(capsys, *args)
-    assert code == 1 and "add --session <its id>" in err
-    code, out, err = run(capsys, *args, "--session", "support-42")
-    assert code == 0 and err == ""
-    assert json.loads(out) == json.loads(Path(AIRLINE).read_text())["messages"]
+    for given in ([], ["--session", "support-42"]):  # the store finds the session's part
+        code, out, err = run(capsys, *args, *given)
+        assert code == 0 and err == ""
+        assert json.loads(out) == json.loads(Path(AIRLINE).read_text())["messages"]
+    code, out, err = run(capsys, *args, "--session", "another")
+    assert code == 1 and "the store lacks" in err
 
 
 def test_without_a_store_the_output_has_no_round_to_point_at(capsys):

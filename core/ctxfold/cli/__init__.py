@@ -139,8 +139,8 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument(
         "--session",
         metavar="ID",
-        help="the id of the ctxfold.Session that wrote the target (it keeps its records "
-        "in a namespace of its own in the store)",
+        help="read only what the ctxfold.Session with this id wrote (without it, every "
+        "session's part of the store is searched)",
     )
     e.set_defaults(run=expand_cmd)
     r = sub.add_parser(

@@ -188,9 +188,8 @@ def expand_cmd(args: argparse.Namespace) -> int:
     for conv in convs:
         back = expand(conv.messages, store=store)
         if back.missing:
-            hint = "" if args.session else " (written by a session? add --session <its id>)"
             print(
-                f"ctxfold: {conv.label}: the store lacks {', '.join(back.missing)}{hint}; "
+                f"ctxfold: {conv.label}: the store lacks {', '.join(back.missing)}; "
                 "what it has is expanded, the rest stays as it was",
                 file=sys.stderr,
             )

@@ -743,10 +743,14 @@ def test_expand_finds_a_sessions_render_given_its_store_or_none(where, tmp_path)
     assert "user:" in session.expand(shown.round_id)
     if spec is None:
         return  # the process's shared store may hold the same round from another test
-    alone = ctxfold.expand(list(shown.messages), store=spec)  # without the session's part
-    assert alone.missing == (shown.round_id,)
+    # the store alone, without the session's id: found in the part the session wrote
+    alone = ctxfold.expand(list(shown.messages), store=spec)
+    assert alone.complete and list(alone.messages) == msgs
+    assert ctxfold.expand(shown.round_id, store=spec) == session.expand(shown.round_id)
+    other = f"sqlite:///{tmp_path / 'other.db'}"  # a store that never held it
+    assert ctxfold.expand(list(shown.messages), store=other).missing == (shown.round_id,)
     with pytest.raises(ExpandError, match=r"Session.load\(session_id, store=...\).expand"):
-        ctxfold.expand(shown.round_id, store=spec)
+        ctxfold.expand(shown.round_id, store=other)
 
 
 class _Counting(ctxfold.AutoCompressor):
