@@ -79,3 +79,32 @@ def test_output_format_converts(capsys, anthropic_request):
     code, out, _ = run(capsys, "compress", SWE, "--budget", "25%", "--format", "anthropic")
     written = json.loads(out)
     assert code == 0 and written["system"] and written["messages"][0]["role"] == "user"
+
+
+SESSION_LOG = Path(__file__).resolve().parents[2] / "examples" / "claude_code_session.jsonl"
+
+
+@pytest.mark.parametrize("flag", [[], ["--input-format", "claude-code"]])
+def test_a_session_log_is_compressed_into_an_anthropic_request(capsys, flag):
+    code, out, err = run(capsys, "compress", SESSION_LOG, "--budget", "50%", *flag)
+    assert code == 0 and "ctxfold:" not in err
+    written = json.loads(out)
+    messages = from_anthropic(written["messages"], system=written.get("system"))
+    assert not turn_order_problems(messages)
+    assert written["messages"][0]["content"].startswith("The test for paginate() fails")
+
+
+def test_a_corrupt_line_of_a_session_log_is_named_and_reading_goes_on(capsys, tmp_path):
+    lines = SESSION_LOG.read_text(encoding="utf-8").split("\n")
+    lines.insert(5, '{"type": "assistant", "message": {"role": "assis')
+    broken = tmp_path / "session.jsonl"
+    broken.write_text("\n".join(lines), encoding="utf-8")
+    code, out, err = run(capsys, "stats", broken)
+    assert code == 0 and f"{broken}, line 6:" in err
+    clean = run(capsys, "stats", SESSION_LOG)[1]
+    assert out.split()[-7:] == clean.split()[-7:]  # the same counts: nothing else lost
+
+
+def test_a_session_log_forced_as_another_format_is_refused(capsys):
+    code, _, err = run(capsys, "stats", SESSION_LOG, "--input-format", "openai")
+    assert code == 2 and "ctxfold:" in err

@@ -17,6 +17,7 @@ from ..exceptions import InvalidMessageError
 from ..formats import ANTHROPIC, OPENAI, MessageFormat, Request, read_messages
 from ..messages import Message, from_openai, to_openai
 from ..wire.anthropic import from_anthropic, to_anthropic
+from ..wire.claude_code import read_claude_code
 from ..wire.shapes import Shape, shape_of_list
 
 __all__ = [
@@ -102,8 +103,13 @@ def load_file(
     """Read conversations from a JSON or JSONL file (``-`` for stdin): OpenAI's or
     Anthropic's messages, told apart by their shape unless ``input_format`` says which
     (a list, a request object ``{"system": ..., "messages": [...]}``, or JSONL of
-    them)."""
-    values, jsonl = _parse(path, _read_text(path))
+    them), or a coding assistant's session log (one conversation)."""
+    text = _read_text(path)
+    if input_format is InputFormat.CLAUDE_CODE or (
+        input_format is InputFormat.AUTO and _session_log(text)
+    ):
+        return [_claude_code(path, text)], False
+    values, jsonl = _parse(path, text)
     convs: list[Conversation] = []
     for n, value in enumerate(values):
         label = f"{path}:{n + 1}" if jsonl else path
@@ -118,6 +124,45 @@ def load_file(
         except InvalidMessageError as exc:
             raise CliError(f"{label}: invalid message: {exc}") from None
     return convs, jsonl
+
+
+def _session_log(text: str) -> bool:
+    """Whether ``text`` is a coding assistant's session log: JSONL of events (each with
+    a string ``type``; one of its first lines a ``uuid`` or ``sessionId``), neither
+    messages nor records holding them."""
+    events = []
+    for line in [x for x in text.split("\n", 50)[:50] if x.strip()][:20]:
+        try:
+            value = json_loads(line)
+        except ValueError:
+            continue
+        if not isinstance(value, dict) or "role" in value or "messages" in value:
+            return False
+        events.append(value)
+    return any(
+        isinstance(e.get("type"), str) and ("uuid" in e or "sessionId" in e) for e in events
+    )
+
+
+def _claude_code(path: str, text: str) -> Conversation:
+    """A session log as one conversation, given back as an Anthropic request; each line
+    it could not read is named on stderr, and reading goes on."""
+    try:
+        log = read_claude_code(text)
+    except InvalidMessageError as exc:
+        raise CliError(f"{path}: {exc}") from None
+    for problem in log.problems:
+        print(f"ctxfold: {path}, {problem}", file=sys.stderr)
+    if not log.messages:
+        raise CliError(f"{path}: the session log holds no messages to read")
+    record: dict[str, Any] = {"messages": log.messages}
+    if log.system is not None:
+        record["system"] = log.system
+    try:
+        messages = from_anthropic(log.messages, system=log.system)
+    except InvalidMessageError as exc:
+        raise CliError(f"{path}: invalid message: {exc}") from None
+    return Conversation(path, record, messages, Request(Shape.ANTHROPIC, record))
 
 
 def _conversation(label: str, value: Any, fmt: InputFormat) -> Conversation:
