@@ -23,7 +23,16 @@ from typing import Any, Generic, TypeVar
 
 from .exceptions import ConfigurationError
 
-__all__ = ["Registry", "accepted_options", "build", "closest", "factories", "normalize_option"]
+__all__ = [
+    "Registry",
+    "accepted_options",
+    "build",
+    "check_options",
+    "closest",
+    "factories",
+    "nearest",
+    "normalize_option",
+]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -206,11 +215,32 @@ def normalize_option(
     return resolve(option, dict(overrides))
 
 
+def nearest(name: str, known: Iterable[str]) -> str | None:
+    """The known name closest to a misspelt ``name``, or ``None`` when none is close:
+    the one suggester behind every "did you mean"."""
+    match = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    return match[0] if match else None
+
+
 def closest(name: str, known: Iterable[str]) -> str:
     """``" (did you mean 'x'?)"`` for the known name closest to a misspelt ``name``, or
     ``""`` when none is close."""
-    match = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
-    return f" (did you mean {match[0]!r}?)" if match else ""
+    match = nearest(name, known)
+    return f" (did you mean {match!r}?)" if match is not None else ""
+
+
+def check_options(owner: str, given: Iterable[str], accepted: Iterable[str]) -> None:
+    """Raise :class:`ConfigurationError` when an option in ``given`` is not one of
+    ``accepted``: it names the first such option, the closest accepted one and every
+    accepted one. ``owner`` is what takes the options (``"strategy 'auto'"``,
+    ``"CompressionMiddleware"``)."""
+    valid = sorted(set(accepted))
+    unknown = sorted(set(given) - set(valid))
+    if unknown:
+        name = unknown[0]
+        raise ConfigurationError(
+            f"{owner} has no option {name!r}{closest(name, valid)}; its options: {', '.join(valid)}"
+        )
 
 
 def accepted_options(factory: Callable[..., Any]) -> list[str] | None:
@@ -248,12 +278,8 @@ def build(kind: str, label: str, factory: Callable[..., R], options: Mapping[str
     """``factory(**options)``; an option it does not take is a
     :class:`ConfigurationError` naming the closest one and every one it takes."""
     accepted = accepted_options(factory)  # None: it forwards, its TypeError will say
-    if accepted is not None and (unknown := sorted(set(options) - set(accepted))):
-        name = unknown[0]
-        raise ConfigurationError(
-            f"{kind} {label!r} has no option {name!r}{closest(name, accepted)}; "
-            f"its options: {', '.join(accepted)}"
-        )
+    if accepted is not None:
+        check_options(f"{kind} {label!r}", options, accepted)
     try:
         return factory(**options)
     except TypeError as exc:
