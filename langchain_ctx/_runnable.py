@@ -11,7 +11,7 @@ from langchain_core.messages import BaseMessage
 from langchain_core.runnables import Runnable, RunnableLambda
 from langchain_core.tracers.base import BaseTracer
 
-from ctxfold.contract import Compressor, CounterSpec
+from ctxfold.contract import CounterSpec
 from ctxfold.recall import Query
 from ctxfold.result import CompressionResult
 from ctxfold.strategies.base import check_budget, compress_with
@@ -28,7 +28,7 @@ def compress_messages(
     messages: None = None,
     *,
     budget: int,
-    strategy: str | Compressor | type[Any] = "auto",
+    strategy: Any = "auto",
     counter: CounterSpec = None,
     query: Query = None,
     **options: Any,
@@ -40,7 +40,7 @@ def compress_messages(
     messages: Any,
     *,
     budget: int,
-    strategy: str | Compressor | type[Any] = "auto",
+    strategy: Any = "auto",
     counter: CounterSpec = None,
     query: Query = None,
     **options: Any,
@@ -51,7 +51,7 @@ def compress_messages(
     messages: Any = None,
     *,
     budget: int,
-    strategy: str | Compressor | type[Any] = "auto",
+    strategy: Any = "auto",
     counter: CounterSpec = None,
     query: Query = None,
     **options: Any,
@@ -66,6 +66,9 @@ def compress_messages(
     returns a Runnable that does the same, for a chain::
 
         chain = prompt | compress_messages(budget=4000) | model
+
+    ``strategy`` is any form :func:`ctxfold.compress` takes: a strategy or profile
+    name (``"quality"``), a class or instance, ``(name, {options})`` or a dict.
 
     ``query`` is what the model is about to answer (default: the last message when it
     is the user's and asks; ``False``: none): the passages of the older history it

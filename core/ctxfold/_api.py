@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from .contract import Compressor, CounterSpec, MessageLike
+from .contract import CounterSpec, MessageLike
 from .exceptions import ConfigurationError
 from .formats import read_messages
 from .messages import Message, transcript
@@ -25,7 +25,7 @@ def compress(
     messages: Iterable[MessageLike],
     *,
     budget: int,
-    strategy: str | Compressor | type[Any] = "auto",
+    strategy: Any = "auto",
     counter: CounterSpec = "o200k_base",
     query: Query = None,
     **options: Any,
@@ -35,8 +35,10 @@ def compress(
     Args:
         messages: OpenAI chat dicts or :class:`ctxfold.Message` objects.
         budget: the token budget for the whole conversation.
-        strategy: a registered name (``"auto"``, ``"sliding_window"``), a compressor
-            class, or a compressor instance.
+        strategy: a registered name (``"auto"``, ``"sliding_window"``), a profile
+            (``"fast"``, ``"balanced"``, ``"quality"``, ``"cost"``), a compressor class
+            or instance, ``(name_or_class, {options})`` or ``{"strategy": name,
+            **options}``: every form :func:`ctxfold.normalize` reads but off.
         counter: an encoding or model name (``"o200k_base"``, ``"gpt-4o"``),
             ``"approx"``, a :class:`ctxfold.TokenCounter`, or a ``str -> int`` function.
         query: what the output should answer: the passages of the older history it
@@ -46,7 +48,8 @@ def compress(
             the newest tool calls and the errors their results report); ``False``:
             no recall; any text: that query. A compressor that is no
             :class:`ctxfold.BaseCompressor` takes only ``query=None``.
-        **options: passed to the strategy's constructor.
+        **options: passed to the strategy's constructor (over the options the
+            strategy form gives).
 
     Returns:
         A :class:`CompressionResult`; ``result.to_openai()`` gives OpenAI dicts back.

@@ -15,13 +15,14 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from .._registry import Registry, build, factories, normalize_option
+from .._registry import Registry, build, check_options, closest, factories, normalize_option
 from ..contract import Compressor
 from ..exceptions import ConfigurationError, MissingDependencyError
 
 __all__ = [
     "PROFILES",
     "REGISTRY",
+    "check_options",
     "load_config",
     "normalize",
     "register_strategy",
@@ -60,23 +61,42 @@ def register_strategy(name: str, factory: StrategyFactory, *, replace: bool = Fa
     REGISTRY.register(name, factory, replace=replace)
 
 
-def resolve_strategy(strategy: str | Compressor | type[Any], **options: Any) -> Compressor:
-    """Turn a strategy name, class or instance (plus options) into a compressor."""
+def resolve_strategy(strategy: Any, **options: Any) -> Compressor:
+    """Turn a strategy option (plus options) into a compressor: any form
+    :func:`normalize` reads but off (``None``/``False``): a strategy or profile name,
+    a compressor class or instance, ``(name_or_class, {options})`` or a dict
+    ``{"strategy": name, **options}``; ``options`` are merged over the form's own."""
+    compressor = normalize(strategy, **options)
+    if compressor is None:
+        raise ConfigurationError(f"strategy must be {_COMPRESSOR_FORMS}; got {strategy!r}")
+    return compressor
+
+
+def _resolve(strategy: str | Compressor | type[Any], options: dict[str, Any]) -> Compressor:
+    """A registered name, a class or an instance, with ``options``, as a compressor."""
     if isinstance(strategy, str):
-        return _build(strategy, REGISTRY.require(strategy), options)
+        return _build(strategy, _require(strategy), options)
     if isinstance(strategy, type):
         return _build(strategy.__name__, strategy, options)
-    if isinstance(strategy, Compressor):
-        if options:
-            raise ConfigurationError(
-                "options were given with a compressor instance; configure the instance "
-                "instead, or pass its class or name with the options"
-            )
-        return strategy
-    raise ConfigurationError(
-        "strategy must be a registered name, a compressor class or a compressor instance, "
-        f"got {type(strategy).__name__}"
-    )
+    if options:
+        raise ConfigurationError(
+            "options were given with a compressor instance; configure the instance "
+            "instead, or pass its class or name with the options"
+        )
+    return strategy
+
+
+def _require(name: str) -> StrategyFactory:
+    """The strategy registered as ``name``; an unknown one names the closest strategy
+    or profile and every one."""
+    factory = REGISTRY.get(name)
+    if factory is None:
+        known = REGISTRY.names()
+        raise ConfigurationError(
+            f"unknown strategy {name!r}{closest(name, [*known, *PROFILES])}; "
+            f"registered: {', '.join(known)}; profiles: {', '.join(PROFILES)}"
+        )
+    return factory
 
 
 def _build(label: str, factory: StrategyFactory, options: dict[str, Any]) -> Compressor:
@@ -118,11 +138,13 @@ PROFILES: Mapping[str, StrategyFactory] = MappingProxyType(
     {"fast": _fast, "balanced": _balanced, "quality": _quality, "cost": _cost}
 )
 
-_FORMS = (
-    "None/False (off), True (the default strategy), a strategy or profile name "
-    f"({', '.join(sorted({*REGISTRY.names(), *PROFILES}))}), a compressor class or instance, "
-    "(name_or_class, {options}), or a dict {'strategy': name, ...options}"
+#: The forms of a strategy option that name a compressor, and all of them (off too).
+_COMPRESSOR_FORMS = (
+    f"a strategy or profile name ({', '.join(sorted({*REGISTRY.names(), *PROFILES}))}), "
+    "a compressor class or instance, (name_or_class, {options}), or a dict "
+    "{'strategy': name, ...options}"
 )
+_FORMS = f"None/False (off), True (the default strategy), {_COMPRESSOR_FORMS}"
 
 
 def normalize(option: Any, **overrides: Any) -> Compressor | None:
@@ -140,14 +162,12 @@ def normalize(option: Any, **overrides: Any) -> Compressor | None:
 
 def _strategy_of(option: Any, options: dict[str, Any]) -> Compressor:
     if option is True:
-        return resolve_strategy("auto", **options)
-    if isinstance(option, str):
-        if option in PROFILES:
-            return _build(option, PROFILES[option], options)
-        return resolve_strategy(option, **options)
-    if isinstance(option, (type, Compressor)):
-        return resolve_strategy(option, **options)
-    raise ConfigurationError(f"cannot use {option!r} as a compression option; use {_FORMS}")
+        return _resolve("auto", options)
+    if isinstance(option, str) and option in PROFILES:
+        return _build(option, PROFILES[option], options)
+    if isinstance(option, (str, type, Compressor)):
+        return _resolve(option, options)
+    raise ConfigurationError(f"strategy must be {_FORMS}; got {option!r}")
 
 
 def load_config(path: str | os.PathLike[str], *, section: str = "ctxfold") -> Compressor | None:
