@@ -26,6 +26,7 @@ from ctxfold.storage import VerbatimStore
 
 from ._budget import Budget, BudgetSpec
 from ._models import tool_schema_tokens
+from ._options import check_settings
 from ._threads import STATE_KEY, ThreadExpandTool, ThreadViews, View, thread_of
 from ._tools import as_langchain_tool
 
@@ -110,6 +111,7 @@ class CompressionMiddleware(AgentMiddleware[CompressionState, Any, Any]):
         **options: Unpack[CompactionOptions],
     ) -> None:
         super().__init__()
+        check_settings(CompressionMiddleware.__init__, options)
         #: The budget as given: tokens, or a fraction of the model's context window.
         self.context_budget = Budget.of(budget)
         self.views = ThreadViews(self.context_budget.tokens, max_threads, options, store)

@@ -17,6 +17,7 @@ from ctxfold.session import CompactionOptions
 
 from ._convert import as_langchain_messages
 from ._models import tool_schema_tokens
+from ._options import check_settings
 from ._threads import ThreadViews, thread_of
 
 __all__ = ["pre_model_hook"]
@@ -54,6 +55,7 @@ def pre_model_hook(
     :class:`ctxfold.ConfigurationError` here, when the node is made, and a budget the
     system prompt and tools fill a :class:`ctxfold.BudgetError`.
     """
+    check_settings(pre_model_hook, options)
     if not isinstance(messages_key, str) or not messages_key:
         raise ConfigurationError(f"messages_key must be a state key, got {messages_key!r}")
     if state_key is not None and (not isinstance(state_key, str) or not state_key):

@@ -16,6 +16,7 @@ from ctxfold.session.follow import store_for
 from ctxfold.storage import VerbatimStore
 
 from ._convert import from_langchain, snapshot, to_langchain
+from ._options import check_settings
 
 __all__ = ["CompressedChatMessageHistory"]
 
@@ -63,6 +64,7 @@ class CompressedChatMessageHistory(BaseChatMessageHistory):
         store: VerbatimStore | str | None = None,
         **options: Unpack[CompactionOptions],
     ) -> None:
+        check_settings(CompressedChatMessageHistory.__init__, options)
         self.history = _in_memory() if history is None else history
         self.session = Session(
             session_id, budget=budget, store=store_for(session_id, store), **options

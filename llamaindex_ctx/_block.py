@@ -16,6 +16,7 @@ from ctxfold.session import Session
 from ctxfold.session.follow import store_for
 
 from ._convert import from_llamaindex
+from ._options import check_fields
 
 __all__ = ["CompressedHistoryBlock"]
 
@@ -48,6 +49,7 @@ class CompressedHistoryBlock(BaseMemoryBlock[str]):
 
     def __init__(self, **data: Any) -> None:
         """Fields as above; settings are checked here (``ctxfold.ConfigurationError``)."""
+        check_fields(type(self), data)
         super().__init__(**data)
         self._session = Session(
             budget=self.token_limit,

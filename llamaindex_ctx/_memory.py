@@ -17,6 +17,7 @@ from ctxfold.session import Follower, Session
 from ctxfold.session.follow import store_for
 
 from ._convert import from_llamaindex, snapshot, to_llamaindex
+from ._options import check_fields
 from ._tools import as_function_tool
 
 __all__ = ["CompressedChatMemory"]
@@ -68,6 +69,7 @@ class CompressedChatMemory(BaseChatStoreMemory):
     def __init__(self, **data: Any) -> None:
         """Fields as above; every setting is checked here, not at first use (a bad one
         raises :class:`ctxfold.ConfigurationError`)."""
+        check_fields(type(self), data)
         super().__init__(**data)
         session = Session(
             self.session_id,

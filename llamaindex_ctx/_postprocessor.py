@@ -14,6 +14,8 @@ from ctxfold.strategies.base import check_budget
 from ctxfold.text.scoring import shorten
 from ctxfold.tokens import get_counter
 
+from ._options import check_fields
+
 __all__ = ["CompressionPostprocessor"]
 
 _SPACE = re.compile(r"\s+")
@@ -39,6 +41,7 @@ class CompressionPostprocessor(BaseNodePostprocessor):
 
     def __init__(self, **data: Any) -> None:
         """Fields as above; checked here (:class:`ctxfold.ConfigurationError`)."""
+        check_fields(type(self), data)
         super().__init__(**data)
         check_budget(self.budget)
         if isinstance(self.min_tokens, bool) or self.min_tokens < 1:
