@@ -166,7 +166,11 @@ class CompressedChatMemory(BaseChatStoreMemory):
         # The engine's question (CondensePlusContextChatEngine asks before it stores
         # it) is the query; without one, the newest user message when it is last.
         asked = query if isinstance(query, str) and query.strip() else None
-        return to_llamaindex(self._follower.render(stored, room, query=asked).messages)
+        try:
+            rendered = self._follower.render(stored, room, query=asked)
+        except BudgetError as exc:
+            raise _too_small(exc, self.token_limit, self.token_limit - room) from None
+        return to_llamaindex(rendered.messages)
 
     def reset(self) -> None:
         """Delete the stored history and start the session over."""
@@ -177,3 +181,17 @@ class CompressedChatMemory(BaseChatStoreMemory):
         """:meth:`reset` with the store's async method."""
         await self.chat_store.adelete_messages(self.chat_store_key)
         await asyncio.to_thread(self._follower.clear)
+
+
+def _too_small(exc: BudgetError, limit: int, beside: int) -> BudgetError:
+    """The memory's own words for a history that does not fit its ``token_limit``
+    (``beside`` of it spent on what a chat engine sends with the history)."""
+    need = exc.required + beside
+    spent = f", {beside} of them spent beside it (system prompt, framing)" if beside else ""
+    return BudgetError(
+        f"token_limit={limit} is too small for this history: even compacted (a note on "
+        f"the older messages, the newest cut short) it needs {need} tokens{spent}; "
+        f"raise token_limit to at least {need}",
+        required=need,
+        budget=limit,
+    )
