@@ -30,7 +30,7 @@ from .._state import default
 from ..exceptions import CacheEntryError, ConfigurationError
 from ._closing import Closing
 from .backends import CacheBackend, MemoryBackend, RedisBackend, SQLiteBackend, check_entry
-from .spec import Kind, mask_credentials, parse_spec
+from .spec import Kind, mask_credentials, require_spec
 
 __all__ = ["Cache", "CacheStats", "cache_key", "get_cache"]
 
@@ -232,11 +232,7 @@ def get_cache(spec: Cache | CacheBackend | str | os.PathLike[str] | None = None)
     if isinstance(spec, os.PathLike):
         spec = os.fspath(spec)
     if isinstance(spec, str):
-        parsed = parse_spec(spec)
-        if parsed is None:
-            raise ConfigurationError(
-                f"unknown cache spec {mask_credentials(spec)!r}; use {_SPEC_FORMS}"
-            )
+        parsed = require_spec(spec, "cache", _SPEC_FORMS)
         if parsed.kind is Kind.MEMORY:
             return Cache(MemoryBackend())
         if parsed.kind is Kind.REDIS:

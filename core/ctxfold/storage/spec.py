@@ -7,6 +7,10 @@
   and any path ending in ``.db``, ``.sqlite`` or ``.sqlite3``;
 - a Redis URL (``redis://``, ``rediss://``, ``unix://``).
 
+A spec that looks like one of these with its scheme misspelt (``sqlite//x.db``,
+``sqlit:///x.db``, ``redis//host``, ``memory:``) is no spec: :func:`require_spec`
+refuses it naming the one intended, rather than taking it for a relative path.
+
 :func:`mask_credentials` is the one way a spec is shown (a ``repr``, an error, a log
 line): its password and credential query values masked, also in a URL no parser
 reads; :func:`scrub` masks them in a driver's message about the spec.
@@ -19,13 +23,39 @@ from dataclasses import dataclass
 from enum import Enum
 from urllib.parse import unquote
 
-__all__ = ["MASK", "Kind", "Spec", "mask_credentials", "parse_spec", "scrub", "sqlite_path"]
+from .._registry import nearest
+from ..exceptions import ConfigurationError
+
+__all__ = [
+    "MASK",
+    "Kind",
+    "Spec",
+    "intended",
+    "mask_credentials",
+    "parse_spec",
+    "require_spec",
+    "scrub",
+    "sqlite_path",
+]
 
 #: What a credential is shown as.
 MASK = "***"
 
 _SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
 _REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+
+#: How each scheme's spec begins, written right (a path or address follows).
+_PREFIXES = {
+    "sqlite": "sqlite:///",
+    "redis": "redis://",
+    "rediss": "rediss://",
+    "unix": "unix:///",
+    "memory": "memory",
+}
+
+#: A word, then what a scheme's separator may have been mistyped as (``:``, ``:/``,
+#: ``//``, ``:////``), then the rest.
+_SCHEME_LIKE = re.compile(r"\A([A-Za-z][A-Za-z0-9+.-]*)(:/*|//+)(.*)", re.DOTALL)
 
 
 class Kind(Enum):
@@ -49,10 +79,12 @@ class Spec:
 
 
 def parse_spec(spec: str) -> Spec | None:
-    """What ``spec`` names, or ``None`` for a string of no known form
-    (``sqlite:///x.db`` is ``x.db`` in the working directory, ``sqlite:////x.db`` is
-    ``/x.db``, ``sqlite:///:memory:`` is memory)."""
+    """What ``spec`` names, or ``None`` for a string of no known form, a misspelt
+    scheme included (``sqlite:///x.db`` is ``x.db`` in the working directory,
+    ``sqlite:////x.db`` is ``/x.db``, ``sqlite:///:memory:`` is memory)."""
     text = spec.strip()
+    if intended(text) is not None:
+        return None
     low = text.lower()
     if low == "memory":
         return Spec(Kind.MEMORY)
@@ -69,6 +101,51 @@ def parse_spec(spec: str) -> Spec | None:
     if low.endswith(_SQLITE_SUFFIXES) and "://" not in text and not _url_like(text):
         return Spec(Kind.SQLITE, text)
     return None
+
+
+def intended(spec: str) -> str | None:
+    """The spec ``spec`` was meant to be when its scheme looks misspelt (a scheme
+    close to a known one, or a known one with a wrong separator: ``sqlite//x.db`` is
+    ``sqlite:///x.db``, ``rediss:/h`` is ``rediss://h``, ``memroy`` is ``memory``);
+    ``None`` for a spec of a known form or a plain path (``data/x.db``)."""
+    text = spec.strip()
+    if text.isalpha():  # a bare word: only "memory" is one
+        word = text.lower()
+        return None if word == "memory" else _PREFIXES.get(nearest(word, ["memory"]) or "")
+    match = _SCHEME_LIKE.fullmatch(text)
+    if match is None:
+        return None
+    word, sep, rest = match.group(1).lower(), match.group(2), match.group(3)
+    scheme = word if word in _PREFIXES else nearest(word, _PREFIXES)
+    if scheme is None or _written_right(scheme, word, sep):
+        return None
+    if scheme == "memory":
+        return "memory"
+    if scheme == "unix":  # a socket's path is absolute: unix:///run/redis.sock
+        return _PREFIXES[scheme] + rest.lstrip("/")
+    absolute = "/" if scheme == "sqlite" and sep.count("/") >= 4 else ""  # sqlite:////x
+    return _PREFIXES[scheme] + absolute + rest
+
+
+def _written_right(scheme: str, word: str, sep: str) -> bool:
+    """Whether ``word`` + ``sep`` begins a spec of ``scheme`` as it is written."""
+    if word != scheme:
+        return False
+    if scheme == "sqlite":
+        return sep.startswith(":")  # sqlite:x.db, sqlite:///x.db, sqlite:////x.db
+    return scheme != "memory" and sep.startswith("://")
+
+
+def require_spec(spec: str, what: str, forms: str) -> Spec:
+    """What ``spec`` names; a :class:`ConfigurationError` for a ``what`` spec
+    (``"store"``, ``"cache"``) of no known form, naming the intended spec when the
+    scheme looks misspelt, and the valid ``forms``. Credentials are masked."""
+    parsed = parse_spec(spec)
+    if parsed is not None:
+        return parsed
+    meant = intended(spec)
+    hint = f" (did you mean {mask_credentials(meant)!r}?)" if meant is not None else ""
+    raise ConfigurationError(f"unknown {what} spec {mask_credentials(spec)!r}{hint}; use {forms}")
 
 
 def sqlite_path(spec: str) -> str | None:

@@ -25,7 +25,7 @@ from ..exceptions import ConfigurationError
 from .base import DEFAULT_MAX_BYTES, SESSION_PREFIX, Deletes, VerbatimStore, check_entries
 from .memory import MemoryStore
 from .redis_store import RedisStore
-from .spec import Kind, mask_credentials, parse_spec
+from .spec import Kind, mask_credentials, parse_spec, require_spec
 from .sqlite_store import SQLiteStore
 
 __all__ = [
@@ -199,9 +199,7 @@ def get_store(spec: VerbatimStore | str | os.PathLike[str] | None = None) -> Ver
     if isinstance(spec, os.PathLike):
         spec = os.fspath(spec)
     if isinstance(spec, str):
-        parsed = parse_spec(spec)
-        if parsed is None:
-            raise ConfigurationError(f"unknown store spec {mask_credentials(spec)!r}; use {_FORMS}")
+        parsed = require_spec(spec, "store", _FORMS)
         if parsed.kind is Kind.MEMORY:
             return _shared_memory_store()
         if parsed.kind is Kind.REDIS:
