@@ -378,3 +378,30 @@ def test_migrate_copies_a_session_an_older_ctxfold_stored_once(capsys, tmp_path)
     assert main(["migrate", "chat", "--store", missing]) == 2
     assert "no store at" in capsys.readouterr().err
     assert not (tmp_path / "none.db").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["compress", AIRLINE, "--budgt", "3000"], "--budgt (did you mean '--budget'?)"),
+        (
+            ["compress", AIRLINE, "--budget", "900", "--stratgy=fast"],
+            "(did you mean '--strategy'?)",
+        ),
+        (
+            ["report", AIRLINE, "--budget", "900", "--outptu", "r.html"],
+            "(did you mean '--output'?)",
+        ),
+        (["--verison"], "--verison (did you mean '--version'?)"),
+    ],
+)
+def test_a_misspelt_flag_is_named_before_a_missing_one(args, said, capsys):
+    with pytest.raises(SystemExit) as done:
+        main(args)
+    err = capsys.readouterr().err
+    assert done.value.code == 2 and said in err and "required" not in err
+
+
+def test_abbreviated_flags_and_profiles_still_work(capsys):
+    code, out, _ = run(capsys, "compress", AIRLINE, "--budg", "1500", "--strategy", "fast")
+    assert code == 0 and json.loads(out)["messages"]

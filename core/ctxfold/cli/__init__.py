@@ -19,6 +19,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from .._registry import closest
 from ..exceptions import CtxfoldError
 from ..storage.spec import scrub
 from .commands import compress, expand_cmd, migrate_cmd, render, report, stats
@@ -31,6 +32,33 @@ def _version() -> str:
     from .. import __version__  # the package is imported by now: no cycle
 
     return __version__
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser that names a misspelt flag and the closest one
+    (``--budgt``: did you mean ``--budget``) before it reports what is missing: argparse
+    itself reports a required flag first, so a typo read as "--budget is required"."""
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        self._check_flags(sys.argv[1:] if args is None else list(args))
+        return super().parse_known_args(args, namespace)
+
+    def _check_flags(self, args: list[str]) -> None:
+        """A usage error (exit 2) for the first ``--flag`` this parser does not know,
+        nor abbreviates; a parser with subcommands reads only up to its subcommand."""
+        known = [f for f in self._option_string_actions if f.startswith("--")]
+        commands = self._subparsers is not None
+        for arg in args:
+            if arg == "--" or (commands and not arg.startswith("-")):
+                return
+            flag = arg.split("=", 1)[0]
+            if not flag.startswith("--") or flag in known:
+                continue
+            if self.allow_abbrev and any(f.startswith(flag) for f in known):
+                continue  # an abbreviation: argparse reads it (or says it is ambiguous)
+            self.error(f"unrecognized argument {flag}{closest(flag, known)}")
 
 
 def _recall_options(parser: argparse.ArgumentParser) -> None:
@@ -64,7 +92,7 @@ def _formats(parser: argparse.ArgumentParser, *, output: bool = True) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``ctxfold`` command."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="ctxfold",
         description="Compress LLM conversations to a token budget.",
         epilog=(
