@@ -139,9 +139,7 @@ def _session_log(text: str) -> bool:
         if not isinstance(value, dict) or "role" in value or "messages" in value:
             return False
         events.append(value)
-    return any(
-        isinstance(e.get("type"), str) and ("uuid" in e or "sessionId" in e) for e in events
-    )
+    return any(isinstance(e.get("type"), str) and ("uuid" in e or "sessionId" in e) for e in events)
 
 
 def _claude_code(path: str, text: str) -> Conversation:
