@@ -29,7 +29,10 @@ class Fold:
     :attr:`ctxfold.CompressionStats.savings`; empty in a record stored before it);
     ``room`` the tokens the render that made it asked for (the budget less what a
     query's passages wanted; ``None`` in a record stored before it), so that a render
-    with nothing new does not fold the prefix again for the same room."""
+    with nothing new does not fold the prefix again for the same room; ``filled``
+    that it filled that room because what it took in arrived at once (see
+    :func:`.settings.fill_for`), so that a question asked before anything new arrives
+    gets its room too."""
 
     upto: int
     prefix: tuple[Message, ...]
@@ -38,12 +41,15 @@ class Fold:
     round_id: str
     savings: Mapping[str, int] = field(default_factory=dict)
     room: int | None = None
+    filled: bool = False
 
     def record(self) -> dict[str, Any]:
         """The JSON form stored under ``<epoch>:c:<k>``."""
         room = {} if self.room is None else {"room": self.room}
+        filled = {"filled": True} if self.filled else {}
         return {
             **room,
+            **filled,
             "upto": self.upto,
             "prefix": [message_record(m) for m in self.prefix],
             "sources": list(self.sources),
@@ -66,6 +72,7 @@ class Fold:
             round_id=str(r["round"]),
             savings={str(k): int(v) for k, v in dict(r.get("savings", {})).items()},
             room=None if r.get("room") is None else int(r["room"]),
+            filled=r.get("filled") is True,
         )
 
 

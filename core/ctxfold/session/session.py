@@ -52,7 +52,7 @@ from .fold import Counts, Fold, compact, open_start
 from .log import SessionLog
 from .resume import Outcome, Resumed, adopted, resume_record, verifying_keys
 from .retention import delete_session, drop_cleared
-from .settings import check_strategy, check_water, gap_share
+from .settings import Fill, check_strategy, check_water
 from .state import SessionState
 
 __all__ = ["Session"]
@@ -312,8 +312,9 @@ class Session(SessionState):
                     self._recall_index()
                 asked = resolve_query(self._history, query) if share else None
                 over = self._view_tokens() > int(self.high_water * b)
+                fill = self._fill(b, over)
                 folded = over or self._fold is not None  # there is something to recall
-                want = self._wanted(asked, share, b) if asked and folded else 0
+                want = self._wanted(asked, share, b, fill) if asked and folded else 0
                 compacting = over or self._view_tokens() > int(self.high_water * (b - want))
                 compacting = compacting and self._compacts(b, want)
                 if compacting:
@@ -321,13 +322,13 @@ class Session(SessionState):
                 if compacting and self._fold is None:
                     # The first compaction reads the whole history and analyses it
                     # once: nothing to work ahead on, the rest waits for the next render.
-                    compact_into(self._compacter(b - want), b, want, fits=not over)
+                    compact_into(self._compacter(b - want, fill), b, want, fits=not over)
                     return self._result(call, asked, share)
                 # A compaction shows the newest message (never folds it): the work
                 # ahead on it waits for the next render, off the compacting turn.
                 self._prepare(n - 1 if compacting else n)
                 if compacting:
-                    compact_into(self._compacter(b - want), b, want, fits=not over)
+                    compact_into(self._compacter(b - want, fill), b, want, fits=not over)
                 return self._result(call, asked, share)
 
     async def aadd(self, messages: Iterable[MessageLike] | MessageLike) -> None:
@@ -461,13 +462,6 @@ class Session(SessionState):
         self._prepared = max(start, end)
         self._prepared_round = fold.round_id if fold else None
 
-    def _low_share(self, budget: int) -> float:
-        """The low-water mark as a share of ``budget`` (see ``low_water``): a function
-        of the stored history, so a reopened session compacts where it would have."""
-        if self.low_water is not None:
-            return self.low_water
-        return gap_share(self.high_water, self._cum[-1], len(self._history), budget)
-
     def _compacts(self, budget: int, want: int) -> bool:
         """Whether a render that would compact does: always when the history holds
         messages the current compaction has not taken in. With nothing new it could
@@ -485,19 +479,19 @@ class Session(SessionState):
             return self._view_tokens() > budget
         return room > budget - want
 
-    def _compacter(self, asked: int) -> Callable[[int], None]:
+    def _compacter(self, asked: int, fill: Fill) -> Callable[[int], None]:
         """:meth:`_compact` for :func:`ctxfold.pipeline.compact_into`, each compaction
         it stores marked with the room the render ``asked`` for."""
-        return lambda room: self._compact(room, asked)
+        return lambda room: self._compact(room, asked, fill)
 
-    def _compact(self, budget: int, asked: int) -> None:
-        """Compact to the low-water mark (the budget when not cache-stable, or when
-        what must be kept does not fit lower)."""
+    def _compact(self, budget: int, asked: int, fill: Fill) -> None:
+        """Compact as ``fill`` says: to the low-water mark, or to the whole ``budget``
+        (also when what must be kept does not fit lower)."""
         history = self._history
         cut = open_start(history, self._upto())
         waiting = self._cum[-1] - self._cum[cut]  # a call still waiting for its results
         room = budget - waiting
-        low = int(self._low_share(budget) * budget) if self.cache_stable else budget
+        low = int(self._low_share(budget) * budget) if fill is Fill.LOW_WATER else budget
         error: BudgetError | None = None
         whole = self._fold is None and cut == len(history)  # its own word rarity
         rarity = None if whole else WordCounts(len(history), MappingProxyType(self._words))
@@ -520,7 +514,7 @@ class Session(SessionState):
             except BudgetError as exc:
                 error = exc
                 continue
-            fold = replace(fold, room=asked)
+            fold = replace(fold, room=asked, filled=self.cache_stable and fill is Fill.ROOM)
             self._log.add_fold(fold, Counts(tokens, self._counted_by()))
             self._apply(fold)
             return
@@ -570,11 +564,11 @@ class Session(SessionState):
         self._history.pack(self._upto())
         self._originals.pack(self._upto())
 
-    def _wanted(self, query: str, share: float, budget: int) -> int:
+    def _wanted(self, query: str, share: float, budget: int, fill: Fill) -> int:
         """The room (at most ``share`` of ``budget``) what ``query`` recalls wants
-        made for it: none in a cache-stable session, whose recall takes only the
-        room the view leaves free."""
-        if self.cache_stable:
+        made for it: none for a compaction to the low-water mark, whose recall takes
+        only the room the view leaves free."""
+        if fill is Fill.LOW_WATER:
             return 0
         n = len(self._history) - 1  # the newest message is never its own source
         index, cap = self._recall_index(), int(share * budget)

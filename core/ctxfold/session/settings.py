@@ -1,20 +1,27 @@
-"""How a session compacts: its settings (the watermarks, the strategy), checked, and
-the low-water mark a history sets when none is given."""
+"""How a session compacts: its settings (the watermarks, the strategy), checked, the
+low-water mark a history sets when none is given, and how far a compaction fills
+(:func:`fill_for`)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from enum import Enum
 from typing import Any, TypedDict
 
 from ..contract import CounterSpec, Strategy
 from ..exceptions import ConfigurationError
+from ..messages import Message
 from ..strategies.registry import normalize
 
 __all__ = [
     "GAP_RANGE",
     "GAP_TURNS",
     "CompactionOptions",
+    "Fill",
     "check_strategy",
     "check_water",
+    "exchange_start",
+    "fill_for",
     "gap_share",
 ]
 
@@ -81,3 +88,48 @@ def gap_share(high_water: float, tokens: int, messages: int, budget: int) -> flo
     lo, hi = GAP_RANGE
     gap = min(max(2 * GAP_TURNS * per_message / max(budget, 1), lo), hi)
     return max(high_water - gap, high_water / 2)
+
+
+class Fill(Enum):
+    """How far a compaction fills the room it is given."""
+
+    #: Down to the low-water mark, the room above it left for the turns to come, so
+    #: that the renders until the next compaction extend this one (cache-stable).
+    LOW_WATER = "low_water"
+    #: The whole room less what the query's passages want, as :func:`ctxfold.compress`
+    #: fits it: no render was fitted since what it takes in arrived, so no gap left now
+    #: keeps a cached prefix, and the one after it settles one.
+    ROOM = "room"
+
+
+def exchange_start(history: Sequence[Message], since: int) -> int:
+    """Where the newest exchange begins among ``history[since:]``: its newest assistant
+    message, back over the user messages right before it (what arrives between two
+    renders: a question and the reply to it, or a reply and what follows it, its tool
+    results or the next question); ``since`` when no assistant message is there."""
+    at = len(history) - 1
+    while at >= since and history[at].role != "assistant":
+        at -= 1
+    if at < since:
+        return since
+    while at > since and history[at - 1].role == "user":
+        at -= 1
+    return at
+
+
+def fill_for(cache_stable: bool, before_exchange: int, budget: int, *, unsettled: bool) -> Fill:
+    """How far a compaction at ``budget`` fills: the whole room when the session is not
+    cache-stable, or when the view before the newest exchange (``before_exchange``
+    tokens, see :func:`exchange_start`) is itself over the budget: the messages before
+    that exchange were never fitted in a render, they arrived at once (a history set or
+    put in bulk, a session taken up from a long list, a budget lowered), so nothing
+    rendered holds a prefix to keep; and while the compaction that filled its room so
+    is ``unsettled`` (nothing has arrived since it: :attr:`.fold.Fold.filled`), so
+    that a question asked before the next exchange gets its room as ``compress`` gives
+    it. Otherwise down to the low-water mark. A function of the stored history and
+    compaction, so a reopened session fills as the live one did; once an exchange
+    arrives after a :attr:`Fill.ROOM` compaction, the view before it is within the
+    budget, so the compaction after it settles a cache-stable prefix."""
+    if not cache_stable or unsettled or before_exchange > budget:
+        return Fill.ROOM
+    return Fill.LOW_WATER

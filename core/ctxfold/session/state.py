@@ -25,6 +25,7 @@ from .fold import Counts, Fold, counting
 from .history import History
 from .log import SessionLog
 from .resume import Covering
+from .settings import Fill, exchange_start, fill_for, gap_share
 
 __all__ = ["SessionState"]
 
@@ -36,6 +37,9 @@ class SessionState:
     the session's."""
 
     redact: bool
+    cache_stable: bool
+    low_water: float | None
+    high_water: float
     counter: TokenCounter
     recall_embedder: Embedder | None
     _log: SessionLog
@@ -142,3 +146,22 @@ class SessionState:
     def _view_tokens(self) -> int:
         tail = self._cum[-1] - self._cum[self._upto()]
         return self._overhead + self._prefix_tokens + tail
+
+    def _low_share(self, budget: int) -> float:
+        """The low-water mark as a share of ``budget`` (see ``low_water``): a function
+        of the stored history, so a reopened session compacts where it would have."""
+        if self.low_water is not None:
+            return self.low_water
+        return gap_share(self.high_water, self._cum[-1], len(self._history), budget)
+
+    def _fill(self, budget: int, over: bool) -> Fill:
+        """How far a compaction in a render at ``budget`` fills (see
+        :func:`.settings.fill_for`); the newest exchange is looked for only in a
+        render whose view is ``over`` the high-water mark, the one that compacts."""
+        fold, before = self._fold, 0
+        # A compaction that filled its room for a bulk arrival, nothing arrived since.
+        unsettled = fold is not None and fold.filled and fold.upto == len(self._history)
+        if self.cache_stable and over:
+            start = exchange_start(self._history, self._upto())
+            before = self._view_tokens() - (self._cum[-1] - self._cum[start])
+        return fill_for(self.cache_stable, before, budget, unsettled=unsettled)
