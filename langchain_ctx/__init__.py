@@ -25,7 +25,7 @@ except ImportError:  # pragma: no cover - exercised without the extra installed
     raise MissingDependencyError("langchain_ctx", "langchain-core", "langchain") from None
 
 from ._convert import as_langchain_messages, from_langchain, to_langchain
-from ._history import CompressedChatMessageHistory
+from ._history import CompressedChatMessageHistory, compressed_prompt
 from ._models import LangChainEmbedder, ModelTokenCounter, counter_from, summarizer_from
 from ._runnable import compress_messages
 from ._summarizer import note_summarizer
@@ -62,6 +62,7 @@ __all__ = [
     "ModelTokenCounter",
     "as_langchain_messages",
     "compress_messages",
+    "compressed_prompt",
     "counter_from",
     "expand_tool",
     "from_langchain",
