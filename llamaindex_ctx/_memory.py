@@ -12,9 +12,10 @@ from llama_index.core.storage.chat_store import BaseChatStore, SimpleChatStore
 from llama_index.core.tools import FunctionTool
 from pydantic import ConfigDict, Field, PrivateAttr
 
-from ctxfold import BudgetError, Message
+from ctxfold import BudgetError, ConfigurationError, Message
 from ctxfold.session import Follower, Session
 from ctxfold.session.follow import store_for
+from ctxfold.strategies.base import check_count
 
 from ._convert import from_llamaindex, snapshot, to_llamaindex
 from ._options import check_fields
@@ -32,6 +33,12 @@ class CompressedChatMemory(BaseChatStoreMemory):
     call never apart from its results, a message longer than the limit shortened
     (never an empty history), and between compactions each view is the last one plus
     what is new. Tool-call and non-text blocks are counted.
+
+    ``token_limit`` is the whole request: what a chat engine sends beside the history
+    is taken off it, the system prompt it passes as ``initial_token_count`` and the
+    new ``input`` it passes before storing it (counted as a user message when the
+    stored history does not already end on it, and recalled for), and ``reserve``
+    tokens (default 0) for what neither tells (an agent's tool schemas).
 
     ``strategy``, ``counter``, ``cache_stable``, ``low_water``, ``high_water``,
     ``recall_share``, ``recall_embedder`` and ``redact`` are those of
@@ -54,6 +61,7 @@ class CompressedChatMemory(BaseChatStoreMemory):
     model_config = ConfigDict(extra="forbid")  # a misspelt setting is an error
 
     token_limit: int = 3000
+    reserve: int = 0
     strategy: Any = "auto"
     counter: Any = "o200k_base"
     cache_stable: bool = True
@@ -71,6 +79,11 @@ class CompressedChatMemory(BaseChatStoreMemory):
         raises :class:`ctxfold.ConfigurationError`)."""
         check_fields(type(self), data)
         super().__init__(**data)
+        if check_count("reserve", self.reserve) >= self.token_limit:
+            raise ConfigurationError(
+                f"reserve ({self.reserve}) leaves nothing of token_limit "
+                f"({self.token_limit}) for the history: raise token_limit or lower reserve"
+            )
         session = Session(
             self.session_id,
             budget=self.token_limit,
@@ -134,12 +147,13 @@ class CompressedChatMemory(BaseChatStoreMemory):
     def get(
         self, input: str | None = None, initial_token_count: int = 0, **kwargs: Any
     ) -> list[ChatMessage]:
-        """The history compressed to ``token_limit - initial_token_count`` tokens (the
-        system prompt a chat engine sends beside it is ``initial_token_count``, its
-        message framing reserved too). ``input`` is the current question: the
-        passages of the older history it recalls are shown (see
-        :meth:`ctxfold.Session.render`). Raises
-        :class:`ctxfold.BudgetError` when nothing is left for the history."""
+        """The history compressed to ``token_limit`` less what is sent beside it: the
+        system prompt a chat engine counts as ``initial_token_count`` (its message
+        framing too), ``input``, the current question, when the stored history does not
+        end on it (a chat engine asks before it stores it), and ``reserve``. The
+        passages of the older history ``input`` recalls are shown (see
+        :meth:`ctxfold.Session.render`). Raises :class:`ctxfold.BudgetError` when
+        nothing is left for the history."""
         stored = self.chat_store.get_messages(self.chat_store_key)
         return self._view(stored, initial_token_count, input)
 
@@ -153,23 +167,28 @@ class CompressedChatMemory(BaseChatStoreMemory):
     def _view(
         self, stored: list[ChatMessage], initial_token_count: int, query: str | None
     ) -> list[ChatMessage]:
-        room = self.token_limit - initial_token_count
-        if initial_token_count:
-            room -= self.session.counter.count_message(Message("system", ""))
-        if room <= 0:
-            raise BudgetError(
-                f"the {initial_token_count} tokens sent beside the history leave none of "
-                f"the memory's token_limit of {self.token_limit}: raise token_limit",
-                required=initial_token_count + 1,
-                budget=self.token_limit,
-            )
+        count = self.session.counter.count_message
         # The engine's question (CondensePlusContextChatEngine asks before it stores
         # it) is the query; without one, the newest user message when it is last.
         asked = query if isinstance(query, str) and query.strip() else None
+        beside = initial_token_count + self.reserve
+        if initial_token_count:
+            beside += count(Message("system", ""))
+        if asked is not None and not _ends_on(stored, asked):
+            beside += count(Message("user", asked))  # sent after the history
+        room = self.token_limit - beside
+        if room <= 0:
+            raise BudgetError(
+                f"the {beside} tokens sent beside the history (system prompt, input, "
+                f"reserve) leave none of the memory's token_limit of {self.token_limit}: "
+                "raise token_limit",
+                required=beside + 1,
+                budget=self.token_limit,
+            )
         try:
             rendered = self._follower.render(stored, room, query=asked)
         except BudgetError as exc:
-            raise _too_small(exc, self.token_limit, self.token_limit - room) from None
+            raise _too_small(exc, self.token_limit, beside) from None
         return to_llamaindex(rendered.messages)
 
     def reset(self) -> None:
@@ -195,3 +214,11 @@ def _too_small(exc: BudgetError, limit: int, beside: int) -> BudgetError:
         required=need,
         budget=limit,
     )
+
+
+def _ends_on(stored: list[ChatMessage], text: str) -> bool:
+    """Whether the newest user message of ``stored`` is ``text`` (an agent stores its
+    input before it reads the memory; a chat engine reads first)."""
+    users = (m for m in reversed(stored) if m.role.value == "user")
+    newest = next(users, None)
+    return newest is not None and (newest.content or "").strip() == text.strip()
