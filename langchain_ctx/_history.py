@@ -82,16 +82,16 @@ class CompressedChatMessageHistory(BaseChatMessageHistory):
         **options: Unpack[CompactionOptions],
     ) -> None:
         check_settings(CompressedChatMessageHistory.__init__, options)
+        self.history = _in_memory() if history is None else history
+        self.session = Session(
+            session_id, budget=budget, store=store_for(session_id, store), **options
+        )
         self.reserve = check_count("reserve", reserve)
         if self.reserve >= budget:
             raise ConfigurationError(
                 f"reserve ({reserve}) leaves nothing of the budget ({budget}) for the "
                 "history: raise the budget or lower reserve"
             )
-        self.history = _in_memory() if history is None else history
-        self.session = Session(
-            session_id, budget=budget, store=store_for(session_id, store), **options
-        )
         self._follower = Follower(self.session, from_langchain, key=snapshot)
 
     @property

@@ -79,11 +79,6 @@ class CompressedChatMemory(BaseChatStoreMemory):
         raises :class:`ctxfold.ConfigurationError`)."""
         check_fields(type(self), data)
         super().__init__(**data)
-        if check_count("reserve", self.reserve) >= self.token_limit:
-            raise ConfigurationError(
-                f"reserve ({self.reserve}) leaves nothing of token_limit "
-                f"({self.token_limit}) for the history: raise token_limit or lower reserve"
-            )
         session = Session(
             self.session_id,
             budget=self.token_limit,
@@ -97,6 +92,11 @@ class CompressedChatMemory(BaseChatStoreMemory):
             recall_embedder=self.recall_embedder,
             redact=self.redact,
         )
+        if check_count("reserve", self.reserve) >= self.token_limit:
+            raise ConfigurationError(
+                f"reserve ({self.reserve}) leaves nothing of token_limit "
+                f"({self.token_limit}) for the history: raise token_limit or lower reserve"
+            )
         self._follower = Follower(session, from_llamaindex, key=snapshot)
 
     @classmethod
