@@ -574,3 +574,36 @@ def test_the_newest_call_is_cut_in_place_with_valid_arguments_and_expands_back(
     assert call.arguments == json.dumps(args, ensure_ascii=False)
     assert result.trace[4].reason == "shortened:newest"
     assert list(ctxfold.expand(result, store=store).messages) == msgs
+
+
+def test_an_assistant_turn_kept_in_place_never_opens_the_output():
+    """An earlier note speaks as the user; the assistant's short answer after it is
+    worth keeping in place, the task follows: folding the note must not leave the
+    assistant opening the conversation (the note fills the gap between two user turns,
+    so the answer is folded too)."""
+    from ctxfold.result import note_message
+
+    said = "user: My reservation number is PEP4E0 and I booked it in April with insurance "
+    msgs = [
+        Message("system", "You are an airline agent. " * 20),
+        note_message("user", "note", "3 earlier messages condensed", (said + "for all. ") * 3),
+        Message("assistant", "Travel insurance was not added to reservation PEP4E0."),
+        Message(
+            "user",
+            "That can't be right. Everyone else in my family has insurance for their "
+            "flight, please look again.",
+        ),
+        Message(
+            "assistant",
+            "Unfortunately, I cannot add travel insurance to an existing reservation or "
+            "investigate further; I can transfer you to an agent.",
+        ),
+        Message("user", "No, I do not want to be transferred. Check again."),
+    ]
+    low = COUNTER.count_messages(msgs[:1]) + 40
+    for budget in range(low, COUNTER.count_messages(msgs)):
+        try:
+            out = AutoCompressor(reversible=False).compress(msgs, budget=budget, counter=COUNTER)
+        except ctxfold.BudgetError:
+            continue
+        assert turn_order_problems(list(out.messages)) == [], budget

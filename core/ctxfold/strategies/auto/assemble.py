@@ -200,6 +200,17 @@ def _alternating(messages: Sequence[Message], layout: Layout, whole: list[Unit])
             dropped.update(unit_of[i].indices)
             continue
         out.append(i)
+    # The user opens the conversation: an assistant turn kept in place first, with
+    # folded messages before it (an earlier note speaking as the user), would open it
+    # while the note fills another gap, so it is folded too.
+    opening = next((i for i in range(len(messages)) if i not in fixed), None)
+    while out:
+        head = next((k for k in out if k not in fixed), None)
+        if head in (None, opening) or head not in unit_of or messages[head].role != "assistant":
+            break
+        gone = unit_of[head]
+        dropped.update(gone.indices)
+        out = [k for k in out if k not in gone.indices]
     # The output must end on the side the input ended on: the message that comes next
     # (the model's reply, or the user's turn after it) follows the last one kept.
     follows = _next_role(messages)
