@@ -93,7 +93,7 @@ class Timed(AgentMiddleware[Any, Any, Any]):
 def replay_one(msgs: list[Message], share: float, method: str) -> dict[str, Any]:
     """One conversation through one method: the calls' checks and the overhead."""
     replay = Replay.of(msgs)
-    budget = replay.budget_for(share)
+    budget = replay.budget_for(share, expand_tool=method == "ctxfold")
     inner: AgentMiddleware[Any, Any, Any] = (
         CompressionMiddleware(budget=budget) if method == "ctxfold" else TrimMiddleware(budget)
     )

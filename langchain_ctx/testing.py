@@ -204,12 +204,20 @@ class Replay:
         added = {text for _role, text, *_ in held[len(recorded) :]}
         return held[: len(recorded)] == recorded and added <= {NO_RESULT, END_OF_REPLAY}
 
-    def budget_for(self, share: float, counter: CounterSpec = "o200k_base") -> int:
-        """A budget that holds the system prompt and the tool schemas whole and
-        ``share`` of the recorded history's tokens."""
+    def budget_for(
+        self, share: float, counter: CounterSpec = "o200k_base", *, expand_tool: bool = True
+    ) -> int:
+        """A budget that holds the system prompt and the tool schemas whole (with
+        ``expand_tool``, the expand tool :class:`CompressionMiddleware` gives the agent
+        too) and ``share`` of the recorded history's tokens."""
         count = get_counter(counter)
         system = [SystemMessage(self.system_prompt)] if self.system_prompt is not None else []
-        fixed = count.count_messages(from_langchain(system)) + tool_schema_tokens(count, self.tools)
+        tools = list(self.tools)
+        if expand_tool:
+            from ._agent import CompressionMiddleware  # needs the agents extra: on use
+
+            tools += CompressionMiddleware(budget=1_000_000).tools
+        fixed = count.count_messages(from_langchain(system)) + tool_schema_tokens(count, tools)
         return fixed + int(share * count.count_messages(from_langchain(self.recorded)))
 
     def run(self, agent: Runnable[Any, Any], config: RunnableConfig) -> dict[str, Any]:
