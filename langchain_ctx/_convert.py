@@ -20,11 +20,12 @@ from langchain_core.messages import (
 )
 from langchain_core.prompt_values import PromptValue
 
-from ctxfold import ContentPart, InvalidMessageError, Message, ToolCall, from_anthropic
+from ctxfold import ContentPart, InvalidMessageError, Message, ToolCall
 from ctxfold.formats import Format
 from ctxfold.messages import as_messages
 from ctxfold.session import frozen
 from ctxfold.wire import Shape, shape_of_list
+from ctxfold.wire.anthropic import read_runs
 
 __all__ = ["as_langchain_messages", "from_langchain", "snapshot", "to_langchain"]
 
@@ -115,18 +116,8 @@ def _anthropic_read(items: list[Any]) -> list[Any]:
     LangChain messages with their tool calls and tool messages; the rest as given."""
     if shape_of_list(items) is not Shape.ANTHROPIC:
         return items
-    out: list[Any] = []
-    run: list[Mapping[str, Any]] = []
-    for item in [*items, None]:
-        if isinstance(item, Mapping):
-            run.append(item)
-            continue
-        if run:
-            out.extend(to_langchain(from_anthropic(run)))
-            run = []
-        if item is not None:
-            out.append(item)
-    return out
+    read = read_runs(items)
+    return [to_langchain([m])[0] if isinstance(m, Message) else m for m in read]
 
 
 def from_langchain(messages: Any) -> list[Message]:

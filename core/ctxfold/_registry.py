@@ -103,15 +103,19 @@ class Registry(Generic[T]):
         with self._lock:
             return self._resolve(name) if name in self._entries else None
 
-    def require(self, name: str) -> T:
+    def require(self, name: str, *, others: tuple[str, Iterable[str]] | None = None) -> T:
         """The entry called ``name``; :class:`ConfigurationError` listing the known
-        names if there is none."""
+        names if there is none (and ``others``, a label and names that are valid too,
+        such as a strategy's profiles, among the suggestions)."""
         entry = self.get(name)
         if entry is None:
             known = self.names()
+            label, extra = others if others is not None else ("", ())
+            extra = list(extra)
+            more = f"; {label}: {', '.join(extra)}" if extra else ""
             raise ConfigurationError(
-                f"unknown {self.kind} {name!r}{closest(name, known)}; "
-                f"registered: {', '.join(known)}"
+                f"unknown {self.kind} {name!r}{closest(name, [*known, *extra])}; "
+                f"registered: {', '.join(known)}{more}"
             )
         return entry
 

@@ -19,7 +19,7 @@ from typing import Any, Protocol, runtime_checkable
 from ._registry import Registry
 from .exceptions import ConfigurationError, InvalidMessageError
 from .messages import Message, as_messages, to_openai
-from .wire.anthropic import from_anthropic, to_anthropic
+from .wire.anthropic import from_anthropic, read_runs, to_anthropic
 from .wire.shapes import Shape, shape_of_list
 
 __all__ = [
@@ -123,22 +123,7 @@ PLAIN: MessageFormat = Format("openai", as_messages, to_openai)
 
 def _read_anthropic(messages: Sequence[Any]) -> list[Message]:
     """Anthropic dicts (with ctxfold messages among them, kept as they are)."""
-    out: list[Message] = []
-    run: list[Mapping[str, Any]] = []
-    for item in [*messages, None]:
-        if isinstance(item, Mapping):
-            run.append(item)
-            continue
-        if run:
-            try:
-                out.extend(from_anthropic(run))
-            except InvalidMessageError as exc:  # name the message by its place in the list
-                at = None if exc.index is None else len(out) + exc.index
-                raise InvalidMessageError(exc.reason, index=at) from None
-            run = []
-        if item is not None:
-            out.append(item)
-    return as_messages(out)
+    return as_messages(read_runs(messages))
 
 
 def _write_anthropic(messages: Sequence[Message]) -> list[dict[str, Any]]:

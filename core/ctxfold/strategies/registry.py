@@ -15,7 +15,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from .._registry import Registry, build, check_options, closest, factories, normalize_option
+from .._registry import Registry, build, check_options, factories, normalize_option
 from ..contract import Compressor
 from ..exceptions import ConfigurationError, MissingDependencyError
 
@@ -89,14 +89,7 @@ def _resolve(strategy: str | Compressor | type[Any], options: dict[str, Any]) ->
 def _require(name: str) -> StrategyFactory:
     """The strategy registered as ``name``; an unknown one names the closest strategy
     or profile and every one."""
-    factory = REGISTRY.get(name)
-    if factory is None:
-        known = REGISTRY.names()
-        raise ConfigurationError(
-            f"unknown strategy {name!r}{closest(name, [*known, *PROFILES])}; "
-            f"registered: {', '.join(known)}; profiles: {', '.join(PROFILES)}"
-        )
-    return factory
+    return REGISTRY.require(name, others=("profiles", PROFILES))
 
 
 def _build(label: str, factory: StrategyFactory, options: dict[str, Any]) -> Compressor:

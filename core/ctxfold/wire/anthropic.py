@@ -24,7 +24,7 @@ from ..messages import (
     dumps,
 )
 
-__all__ = ["TURN", "from_anthropic", "to_anthropic"]
+__all__ = ["TURN", "from_anthropic", "read_runs", "to_anthropic"]
 
 #: The ``metadata`` key a message read from an Anthropic turn keeps the turn's index in,
 #: so :func:`to_anthropic` puts the messages of one turn back into one.
@@ -67,6 +67,28 @@ def from_anthropic(
                 index=i,
             )
         out.extend(_turn(raw, i))
+    return out
+
+
+def read_runs(items: Sequence[Any]) -> list[Any]:
+    """``items`` with each run of Anthropic dicts among them read into messages
+    (:func:`from_anthropic`, an error naming the item by its place in ``items``); every
+    other item (a ctxfold or a framework's message) as it is."""
+    out: list[Any] = []
+    run: list[Mapping[str, Any]] = []
+    for at, item in enumerate([*items, None]):
+        if isinstance(item, Mapping):
+            run.append(item)
+            continue
+        if run:
+            try:
+                out.extend(from_anthropic(run))
+            except InvalidMessageError as exc:
+                where = None if exc.index is None else at - len(run) + exc.index
+                raise InvalidMessageError(exc.reason, index=where) from None
+            run = []
+        if item is not None:
+            out.append(item)
     return out
 
 
