@@ -239,7 +239,7 @@ def read_messages(messages: Any) -> tuple[list[Message], MessageFormat]:
     if fmt is None and not whole and isinstance(messages, Iterable):
         messages = list(messages)
         fmt = next((f for f in map(_format_of, messages) if f is not None), None)
-    shape = shape_of_list(messages) if fmt is OPENAI else None
+    shape = shape_of_list(messages) if fmt in (CTXFOLD, OPENAI) else None
     if shape is Shape.ANTHROPIC:
         msgs = _read_anthropic(messages)
         system = any(m.role in ("system", "developer") for m in msgs[:1])

@@ -405,3 +405,11 @@ def test_a_real_shaped_request_compressed_keeps_every_block_it_sends_whole():
     sent = [b for t in out["messages"] if isinstance(t["content"], list) for b in t["content"]]
     given = [b for t in request["messages"] for b in t["content"]]
     assert all(b in given for b in sent if b["type"] in ("redacted_thinking", "document"))
+
+
+def test_anthropic_dicts_after_a_ctxfold_message_are_read_as_anthropic():
+    run = smallest_run()
+    mixed = [ctxfold.Message("user", TASK), *run[1:]]
+    read = ctxfold.compress(mixed, budget=10_000).messages
+    assert read == tuple(from_anthropic(run))
+    assert [c.name for m in read for c in m.tool_calls] == ["Read"]
