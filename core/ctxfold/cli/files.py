@@ -15,8 +15,8 @@ from .._json import JSONLimitError
 from .._json import loads as json_loads
 from ..exceptions import InvalidMessageError
 from ..formats import ANTHROPIC, OPENAI, MessageFormat, Request, read_messages
-from ..messages import Message, from_openai, to_openai
-from ..wire.anthropic import from_anthropic, to_anthropic
+from ..messages import Message, from_openai
+from ..wire.anthropic import from_anthropic
 from ..wire.claude_code import read_claude_code
 from ..wire.shapes import Shape, shape_of_list
 
@@ -174,7 +174,8 @@ def _conversation(label: str, value: Any, fmt: InputFormat) -> Conversation:
                 "these are Anthropic messages (tool_use, tool_result or thinking blocks); "
                 "use --input-format anthropic, or auto"
             )
-        return Conversation(label, record, from_openai(raw), OPENAI)
+        given = Request(Shape.OPENAI, record) if record is not None else OPENAI
+        return Conversation(label, record, from_openai(raw), given)
     if fmt is InputFormat.ANTHROPIC and shape is Shape.OPENAI:
         raise InvalidMessageError(
             "these are OpenAI messages (tool calls or 'tool' messages); use "
@@ -224,22 +225,11 @@ def write(conv: Conversation, messages: Sequence[Message], jsonl: bool, fmt: str
     payload: Any
     if fmt == "json":
         payload = conv.given.write(messages)
-    elif fmt == "anthropic":
-        system, turns = to_anthropic(messages)
-        if conv.record is None and system is None:
-            payload = turns
-        else:
-            rest = {k: v for k, v in (conv.record or {}).items() if k != "system"}
-            payload = {**rest, "messages": turns}
-            if system is not None:
-                payload["system"] = system
     else:
-        payload = to_openai(messages)
-        if conv.record is not None:
-            rest = {k: v for k, v in conv.record.items() if k != "system"}
-            payload = {**rest, "messages": payload}
-    if conv.record is not None and not isinstance(conv.given, Request) and fmt == "json":
-        payload = {**conv.record, "messages": payload}
+        kind = Shape.ANTHROPIC if fmt == "anthropic" else Shape.OPENAI
+        payload = Request(kind, conv.record or {}).write(messages)
+        if conv.record is None and set(payload) == {"messages"}:
+            payload = payload["messages"]  # a list came in: a list goes out
     indent = None if jsonl else 2
     text = json.dumps(payload, ensure_ascii=False, indent=indent)
     if not _encodable(text):  # a lone surrogate (valid JSON escapes, no UTF-8 form)

@@ -51,14 +51,12 @@ def from_anthropic(
     if system is not None:
         sys_content = system if isinstance(system, str) else list(system)
         out.append(Message(role="system", content=content_from_wire(sys_content, None)))
+    opened = False  # a turn came: a system message after it is no system prompt
     for i, raw in enumerate(messages):
-        if (
-            isinstance(raw, Mapping)
-            and raw.get("role") in _SYSTEM_ROLES
-            and not any(m.role not in _SYSTEM_ROLES for m in out)
-        ):
+        if not opened and isinstance(raw, Mapping) and raw.get("role") in _SYSTEM_ROLES:
             out.append(Message(role=raw["role"], content=content_from_wire(raw.get("content"), i)))
             continue
+        opened = True
         if not isinstance(raw, Mapping) or raw.get("role") not in ("user", "assistant"):
             role = raw.get("role") if isinstance(raw, Mapping) else type(raw).__name__
             raise InvalidMessageError(

@@ -106,15 +106,16 @@ def _document(source: Any, encode: Encode) -> int:
     kind = source.get("type")
     if kind == "text":
         return _text(source.get("data"), encode)
-    if kind == "content":
+    if kind == "content":  # text and image blocks
         blocks = source.get("content")
         if isinstance(blocks, str):
             return _text(blocks, encode)
-        parts = [ContentPart.from_dict(b) for b in blocks or () if isinstance(b, Mapping)]
         return sum(
-            _text(p.text, encode) if p.text is not None else part_tokens(p, encode, 0)
-            for p in parts
-            if isinstance(p.type, str)
+            anthropic_image(b.get("source"))
+            if b.get("type") == "image"
+            else _text(b.get("text"), encode)
+            for b in blocks or ()
+            if isinstance(b, Mapping)
         )
     payload = source.get("data")
     pages = pdf_pages(payload) if kind == "base64" and isinstance(payload, str) else None
