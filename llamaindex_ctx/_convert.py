@@ -11,12 +11,14 @@ from llama_index.core.base.llms.types import (
     ChatMessage,
     MessageRole,
     TextBlock,
+    ThinkingBlock,
     ToolCallBlock,
 )
+from pydantic import ValidationError
 
 from ctxfold import ContentPart, InvalidMessageError, Message, ToolCall
 from ctxfold.formats import Format
-from ctxfold.messages import as_messages
+from ctxfold.messages import as_messages, dumps
 from ctxfold.session import frozen
 
 __all__ = ["from_llamaindex", "snapshot", "to_llamaindex"]
@@ -96,6 +98,9 @@ def from_llamaindex(messages: Iterable[ChatMessage]) -> list[Message]:
                     )
                 )
                 kept["layout"].append("tool_call" if block.tool_call_id else "tool_call:no_id")
+            elif isinstance(block, ThinkingBlock):
+                parts.append(_thinking_in(block, kept))
+                kept["layout"].append("thinking")
             else:
                 dumped = block.model_dump(mode="json")
                 kind = dumped.pop("block_type")
@@ -148,11 +153,14 @@ def to_llamaindex(messages: Iterable[Message | Mapping[str, Any]]) -> list[ChatM
             if m.content or not m.tool_calls or "text" in kept.get("layout", ["text"]):
                 blocks.append(TextBlock(text=m.content))
         else:
+            thoughts = iter(kept.get("thinking", ()))
             for p in m.content or ():
                 if p.type == "text" and p.text is not None:
                     blocks.append(TextBlock(text=p.text))
+                elif p.type == "thinking":
+                    blocks.append(_thinking_out(p, next(thoughts, None)))
                 else:
-                    blocks.append({"block_type": p.type, **p.data})
+                    blocks.append(_block_out(p))
         if kept.get("kwargs_tool_calls"):
             kwargs["tool_calls"] = [c.to_openai() for c in m.tool_calls]
         else:
@@ -173,6 +181,40 @@ def to_llamaindex(messages: Iterable[Message | Mapping[str, Any]]) -> list[ChatM
         role = kept.get("role", m.role)
         out.append(ChatMessage(role=role, blocks=blocks, additional_kwargs=kwargs))
     return out
+
+
+def _thinking_in(block: ThinkingBlock, kept: dict[str, Any]) -> ContentPart:
+    """A ``ThinkingBlock`` as the provider's thinking part (its text under
+    ``thinking``, its ``additional_information``, a signature, beside it, as
+    LlamaIndex's Anthropic integration writes it), so it is counted and sent as it is;
+    what only LlamaIndex holds (``num_tokens``, a ``type`` key) kept in ``kept``."""
+    info = dict(block.additional_information or {})
+    typed = info.pop("type", None) == "thinking"
+    kept.setdefault("thinking", []).append({"typed": typed, "num_tokens": block.num_tokens})
+    return ContentPart("thinking", extra=dumps({"thinking": block.content or "", **info}))
+
+
+def _thinking_out(part: ContentPart, kept: Mapping[str, Any] | None) -> ThinkingBlock:
+    """The inverse of :func:`_thinking_in` (a part read from elsewhere, an Anthropic
+    block: typed, as LlamaIndex's Anthropic integration writes it)."""
+    data = part.data
+    text = data.pop("thinking", None)
+    typed = True if kept is None else kept.get("typed", True)
+    info = {**({"type": "thinking"} if typed else {}), **data}
+    tokens = None if kept is None else kept.get("num_tokens")
+    return ThinkingBlock(content=text, num_tokens=tokens, additional_information=info)
+
+
+def _block_out(part: ContentPart) -> Any:
+    """Any other part as the LlamaIndex block of its type; a typed error for a part
+    LlamaIndex has no block for (Anthropic's redacted thinking, say)."""
+    try:
+        return ChatMessage(blocks=[{"block_type": part.type, **part.data}]).blocks[0]
+    except ValidationError:
+        raise InvalidMessageError(
+            f"LlamaIndex has no block for a {part.type!r} part; compress these messages "
+            "in their own format (OpenAI or Anthropic dicts) instead"
+        ) from None
 
 
 #: LlamaIndex messages as a ctxfold message format: every core entry point reads them

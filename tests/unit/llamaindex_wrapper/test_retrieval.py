@@ -186,3 +186,38 @@ def test_the_block_recalls_for_the_question_memory_is_asked_with() -> None:
     assert "sauna" not in plain  # the flushed history's newest turns alone
     shown = asked.split("<compressed_history>")[1].split("</compressed_history>")[0]
     assert "sauna" in shown and COUNTER.count_text(shown.strip()) <= 300
+
+
+def test_a_thinking_block_crosses_llamaindex_whole_and_counted():
+    """An Anthropic thinking block became an empty ThinkingBlock (text and signature
+    lost); LlamaIndex's own ThinkingBlock counted nothing."""
+    from llama_index.core.base.llms.types import ChatMessage, ThinkingBlock
+
+    import ctxfold
+    from llamaindex_ctx import from_llamaindex, to_llamaindex
+
+    thought = {"type": "thinking", "thinking": "Check the last page. " * 50, "signature": "sig"}
+    given = ctxfold.from_anthropic(
+        [{"role": "user", "content": "q"}, {"role": "assistant", "content": [thought]}]
+    )
+    there = to_llamaindex(given)
+    block = there[1].blocks[0]
+    assert isinstance(block, ThinkingBlock) and block.content == thought["thinking"]
+    assert block.additional_information["signature"] == "sig"
+    back = from_llamaindex(there)
+    assert back == given and ctxfold.to_anthropic(back)[1][1]["content"] == [thought]
+    native = ChatMessage(role="assistant", blocks=[ThinkingBlock(content="Check. " * 100)])
+    counter = ctxfold.get_counter("o200k_base")
+    assert counter.count_messages(from_llamaindex([native])) > counter.count_text("Check. " * 100)
+    assert to_llamaindex(from_llamaindex([native]))[0] == native
+
+
+def test_a_part_llamaindex_has_no_block_for_is_a_typed_error():
+    import pytest
+
+    import ctxfold
+    from llamaindex_ctx import to_llamaindex
+
+    redacted = {"role": "assistant", "content": [{"type": "redacted_thinking", "data": "x"}]}
+    with pytest.raises(ctxfold.InvalidMessageError, match="no block for a 'redacted_thinking'"):
+        to_llamaindex(ctxfold.from_anthropic([{"role": "user", "content": "q"}, redacted]))
