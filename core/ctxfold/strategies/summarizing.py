@@ -15,7 +15,7 @@ from ..text.scoring import ExtractiveSummarizer
 from ..tokens import TokenCounter
 from ..units import Unit, newest_units
 from .base import BaseCompressor, CachedOptions, check_choice, check_share, keep_only, overflow
-from .newest import SHORTENED, cut_in_place
+from .newest import SHORTENED, shown_newest
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -82,8 +82,9 @@ class SummarizingCompressor(BaseCompressor):
             overflow(self.overflow, required=pinned_cost, budget=budget, what="the pinned messages")
             return keep_only(conv, set(pinned), set(pinned), self.name)
         avail = budget - pinned_cost
+        # The summary at its shortest: its header, a line break and the least it says.
         header = counter.count_message(summary_message("", len(messages), self.role))
-        cut = cut_in_place(conv, free[-1], avail - header - _MIN_SUMMARY)
+        cut = shown_newest(conv, free, avail, header + 1 + _MIN_SUMMARY)  # no notes carried
         if cut:  # the newest unit alone is over the room: shown cut in place
             messages = [cut.get(i, m) for i, m in enumerate(messages)]
             tokens = [

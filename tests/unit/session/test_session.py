@@ -713,6 +713,32 @@ def test_an_agent_always_sees_its_newest_result_even_when_it_is_most_of_the_budg
     assert list(ctxfold.expand(result, store=store).messages) == huge
 
 
+def test_a_newest_result_that_fits_the_budget_is_rendered_whole_as_compress_gives_it() -> None:
+    """A newest result of 70% of the room the system prompt and the note's minimum
+    leave fits: a session compacting to the budget renders it byte for byte, exactly
+    what ``compress`` gives, the rest folded reversibly (expand gives it all back)."""
+    msgs = _tool_loop(6, 30)
+    budget = 1500
+    room = budget - COUNTER.count_messages(msgs[:1]) - 20  # ``Policy.note_overhead``
+    call = Message("assistant", "Run the tests.", tool_calls=(ctxfold.ToolCall("z", "bash", "{}"),))
+    result = Message("tool", "", tool_call_id="z")
+    while COUNTER.count_message(call) + COUNTER.count_message(result) < 0.7 * room:
+        result = Message(
+            "tool", result.text + f"test_{len(result.text)} FAILED\n", tool_call_id="z"
+        )
+    msgs += [call, result]
+    store = MemoryStore()
+    session = Session(budget=budget, store=store, cache_stable=False)
+    session.add(msgs)
+    rendered = session.render()
+    out = list(rendered.messages)
+    assert out[-2:] == msgs[-2:] and COUNTER.count_messages(out) <= budget
+    check_continuation(msgs, out)
+    assert not turn_order_problems(out)
+    assert out == list(ctxfold.compress(msgs, budget=budget, store=MemoryStore()).messages)
+    assert list(ctxfold.expand(rendered, store=store).messages) == msgs
+
+
 def test_a_render_announces_itself_with_the_stats_compress_gives() -> None:
     msgs = _tool_loop(12, 30)
     seen: list[ctxfold.CompressionResult] = []

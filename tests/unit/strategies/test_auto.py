@@ -13,6 +13,7 @@ import ctxfold
 from conftest import example_records
 from ctxfold import AutoCompressor, ExtractiveSummarizer, Layers, Message, ToolCall, get_counter
 from ctxfold.strategies.auto.assemble import Notes, _outermost
+from ctxfold.testing import check_continuation
 from ctxfold.testing.strategies import texts
 from ctxfold.validity import turn_order_problems
 
@@ -576,6 +577,59 @@ def test_the_newest_call_is_cut_in_place_with_valid_arguments_and_expands_back(
     assert list(ctxfold.expand(result, store=store).messages) == msgs
 
 
+def _newest_result_of(share: float, budget: int) -> list[Message]:
+    """An agent's run ending on a tool result whose unit (the call and the result) costs
+    about ``share`` of the room the system prompt and the note's minimum leave."""
+    from ctxfold.strategies.auto.policy import POLICY
+
+    msgs = agent_history(8)[:-1]
+    room = budget - COUNTER.count_messages(msgs[:1]) - POLICY.note_overhead
+    call = Message(
+        "assistant", None, tool_calls=(ToolCall("run", "bash", json.dumps({"cmd": "pytest"})),)
+    )
+    lines: list[str] = []
+    result = Message("tool", "", tool_call_id="run")
+    while COUNTER.count_message(call) + COUNTER.count_message(result) < share * room:
+        lines.append(f"tests/test_{len(lines)}.py::test_{len(lines)} FAILED code E{len(lines)}")
+        result = Message("tool", "\n".join(lines), tool_call_id="run")
+    return [*msgs, call, result]
+
+
+@pytest.mark.parametrize("strategy", ["auto", "summarize"])
+def test_a_newest_result_that_fits_the_room_is_kept_whole(strategy: str) -> None:
+    """A newest tool result of 70% of the room fits: shown byte for byte (it used to be
+    cut to 60% of the room), the rest folded reversibly, the output a valid request."""
+    budget = 1500
+    msgs = _newest_result_of(0.7, budget)
+    store = ctxfold.storage.MemoryStore()
+    compressor = ctxfold.strategies.resolve_strategy(strategy, store=store, reversible=True)
+    result = compressor.compress(msgs, budget=budget, counter=COUNTER)
+    out = list(result.messages)
+    assert out[-2:] == msgs[-2:]  # byte for byte
+    assert [d.reason for d in result.trace[-2:]] == ["recent", "recent"]
+    assert COUNTER.count_messages(out) <= budget and turn_order_problems(out) == []
+    check_continuation(msgs, out)
+    if strategy == "auto":
+        assert msgs[1] in out  # the task, short, still kept beside it
+    assert list(ctxfold.expand(result, store=store).messages) == msgs
+
+
+@pytest.mark.parametrize("strategy", ["auto", "summarize"])
+def test_a_newest_result_over_the_room_alone_is_cut_in_place_and_expands_back(
+    strategy: str,
+) -> None:
+    budget = 1500
+    msgs = _newest_result_of(1.3, budget)
+    store = ctxfold.storage.MemoryStore()
+    compressor = ctxfold.strategies.resolve_strategy(strategy, store=store, reversible=True)
+    result = compressor.compress(msgs, budget=budget, counter=COUNTER)
+    out = list(result.messages)
+    assert result.trace[-1].reason == "shortened:newest" and out[-1].tool_call_id == "run"
+    assert COUNTER.count_messages(out) <= budget and turn_order_problems(out) == []
+    check_continuation(msgs, out)
+    assert list(ctxfold.expand(result, store=store).messages) == msgs
+
+
 def test_an_assistant_turn_kept_in_place_never_opens_the_output():
     """An earlier note speaks as the user; the assistant's short answer after it is
     worth keeping in place, the task follows: folding the note must not leave the
@@ -607,3 +661,34 @@ def test_an_assistant_turn_kept_in_place_never_opens_the_output():
         except ctxfold.BudgetError:
             continue
         assert turn_order_problems(list(out.messages)) == [], budget
+
+
+@pytest.mark.parametrize("share", [0.8, 0.97])
+def test_a_whole_newest_result_leaves_room_for_what_the_earlier_note_carried(share):
+    """A session folds its last note again: a newest result kept whole beside it leaves
+    the next note room for the identifiers that note listed (their only copy in view),
+    so a result that fits beside them is whole and one that does not is cut."""
+    from ctxfold.result import NOTE_KEY, is_note
+
+    budget = 1500
+    first = list(
+        AutoCompressor(reversible=False)
+        .compress(agent_history(12)[:-1], budget=budget, counter=COUNTER)
+        .messages
+    )
+    note = next(m for m in first if is_note(m))
+    listed = [v for v in note.metadata[NOTE_KEY]["listed"] if v in note.text]
+    room = budget - COUNTER.count_messages(first[:1]) - 20  # ``Policy.note_overhead``
+    call = Message("assistant", None, tool_calls=(ToolCall("run", "bash", "{}"),))
+    result = Message("tool", "", tool_call_id="run")
+    while COUNTER.count_message(call) + COUNTER.count_message(result) < share * room:
+        result = Message(
+            "tool", result.text + f"test_{len(result.text)} FAILED\n", tool_call_id="run"
+        )
+    msgs = [*first, call, result]
+    out = AutoCompressor(reversible=False).compress(msgs, budget=budget, counter=COUNTER)
+    shown = "\n".join(m.text for m in out.messages)
+    assert len(listed) > 10 and all(v in shown for v in listed)
+    whole = share < 0.9  # the listing takes more than a tenth of the room
+    assert (out.messages[-1] == result) is whole
+    check_continuation(msgs, list(out.messages))

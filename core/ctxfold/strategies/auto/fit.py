@@ -17,7 +17,7 @@ from ...text.scoring import ScoreContext
 from ...tokens import TokenCounter
 from ...units import Unit
 from ..base import keep_only, overflow
-from ..newest import cut_in_place
+from ..newest import shown_newest
 from .analysis import Analyzer
 from .assemble import Assembled, Layout, Notes, assemble
 from .horizon import candidates, glanced_plan, horizon
@@ -52,12 +52,28 @@ class Fitted(NamedTuple):
     verbatim: Mapping[str, float]
 
 
+def carried_cost(conv: Conversation, free: list[Unit], notes: Notes) -> int:
+    """Tokens the note needs beyond its head (``POLICY.note_overhead``) at least: the
+    identifiers earlier notes among the older messages carried (their weights), which
+    no other message in view holds. A session folds its last note again, and what the
+    next note drops is gone from every later render."""
+    older = [i for u in free[:-1] for i in u.indices]
+    carried = carried_weights(conv.messages, older)
+    if not carried:
+        return 0
+    ids = list(dict.fromkeys(v for weights in carried.values() for v in weights))
+    shown = shown_text(conv.messages[i] for i in free[-1].indices)
+    note = notes.write(len(older), [], ids, shown, conv.counter)
+    return max(conv.counter.count_message(note) - POLICY.note_overhead, 0)
+
+
 def _verbatim(
-    conv: Conversation, free: list[Unit], avail: int, opts: AutoOptions
+    conv: Conversation, free: list[Unit], avail: int, opts: AutoOptions, carried: int
 ) -> tuple[dict[int, Verbatim], int, Unit | None, dict[int, Message]]:
-    """The newest unit (always: the agent's place; cut in place to
-    ``POLICY.newest_unit_share`` of the room when over it, so the note keeps the rest),
-    the task (the first user message) and the newer units after it, kept
+    """The newest unit (always: the agent's place; whole when it fits ``avail``, the
+    room the pinned messages and the note's head leave, less what the note
+    ``carried``, else cut in place: see :func:`shown_newest`), the task (the first
+    user message) when it fits beside it too, and the newer units after it, kept
     verbatim; what they cost; the task's unit; the newest unit's messages cut."""
     tokens = conv.tokens
     verbatim: dict[int, Verbatim] = {}
@@ -65,7 +81,8 @@ def _verbatim(
     if recent_share is None:
         recent_share = POLICY.agent_recent if uses_tools(conv.messages) else POLICY.chat_recent
     newest = free[-1]
-    cut = cut_in_place(conv, newest, int(POLICY.newest_unit_share * avail))
+    room = avail + POLICY.note_overhead  # what the pinned messages leave
+    cut = shown_newest(conv, free, room, POLICY.note_overhead, carried)
     for i in newest.indices:
         verbatim[i] = Verbatim.RECENT  # shown as ``cut`` holds it, where it is cut
     used = conv.cost(newest) - sum(
@@ -74,7 +91,7 @@ def _verbatim(
     first_user = next((u for u in free if from_user(conv.messages[u.start])), None)
     if first_user is not None and first_user is not newest and len(first_user) == 1:
         cost = tokens[first_user.start]
-        if cost <= opts.task_share * avail:
+        if cost <= opts.task_share * avail and used + cost <= avail - carried:
             verbatim[first_user.start] = Verbatim.TASK
             used += cost
     for u in reversed(free[:-1]):
@@ -100,7 +117,8 @@ def fit(conv: Conversation, opts: AutoOptions, analyzer: Analyzer, notes: Notes)
         out, trace, _ = keep_only(conv, pinned, pinned, opts.name)
         return Fitted(list(out), trace, None, "", {}, [], {})
     avail = budget - pinned_cost - POLICY.note_overhead
-    verbatim, used, first_user, cut = _verbatim(conv, free, avail, opts)
+    carried = carried_cost(conv, free, notes)
+    verbatim, used, first_user, cut = _verbatim(conv, free, avail, opts, carried)
     task = first_user.start if first_user else -1
     old_units = [u for u in free if u.start not in verbatim]
     old_idx = [i for u in old_units for i in u.indices]

@@ -29,12 +29,11 @@ class Policy:
     """The constants of the selection and of the fit loop."""
 
     # --- budget split
-    note_overhead: int = 20  # the note's own message overhead and header
+    note_overhead: int = 20  # the note's own message overhead and header: its minimum
+    # (the newest unit is always shown: whole when it fits the room the pinned messages
+    # and this leave, else cut in place; see ``strategies.newest.shown_newest``)
     agent_recent: float = 0.25  # recent_share with tool calls: the latest results are state
     chat_recent: float = 0.1  # and without: older turns are memory, selection serves better
-    newest_unit_share: float = 0.6  # the newest unit alone may take this share of the room
-    # (the newest unit is always shown: whole within this share, else cut in place to
-    # it, so that the note keeps the identifiers of the rest)
     # --- analysis and plans
     preserved_weight: float = 2.0  # a piece an adapter marks as preserved counts this much more
     people_echo: float = 2.0  # an id a person or the agent writes counts this much (tool output 1)
