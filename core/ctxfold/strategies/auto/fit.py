@@ -73,8 +73,9 @@ def _verbatim(
     """The newest unit (always: the agent's place; whole when it fits ``avail``, the
     room the pinned messages and the note's head leave, less what the note
     ``carried``, else cut in place: see :func:`shown_newest`), the task (the first
-    user message) when it fits beside it too, and the newer units after it, kept
-    verbatim; what they cost; the task's unit; the newest unit's messages cut."""
+    user message; the fit loop folds it first when it does not fit beside them) and
+    the newer units after it, kept verbatim; what they cost; the task's unit; the
+    newest unit's messages cut."""
     tokens = conv.tokens
     verbatim: dict[int, Verbatim] = {}
     recent_share = opts.recent_share
@@ -91,7 +92,7 @@ def _verbatim(
     first_user = next((u for u in free if from_user(conv.messages[u.start])), None)
     if first_user is not None and first_user is not newest and len(first_user) == 1:
         cost = tokens[first_user.start]
-        if cost <= opts.task_share * avail and used + cost <= avail - carried:
+        if cost <= opts.task_share * avail:
             verbatim[first_user.start] = Verbatim.TASK
             used += cost
     for u in reversed(free[:-1]):
