@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..exceptions import CorruptRecordError, ExpandError
@@ -17,7 +17,15 @@ from ..storage.store import SESSION_PREFIX, NamespacedStore, VerbatimStore, get_
 from .records import Read, load, message_from_record, tag_key
 from .redaction import unredact
 
-__all__ = ["Expansion", "expand", "holding", "located", "originals", "uncompress"]
+__all__ = [
+    "Expansion",
+    "expand",
+    "holding",
+    "located",
+    "originals",
+    "uncompress",
+    "with_notes_known",
+]
 
 #: A round's tag: the whole first line of the message that carries it (see
 #: :func:`ctxfold.reversible.rounds.round_heads`); a line with more after the tag is text.
@@ -272,6 +280,32 @@ def _written(store: VerbatimStore, m: Message, read: Read | None, kept_meta: boo
         return not kept_meta  # the store lacks the round: missing, unless text
     carrier = store.get_many([tag_key(match.group(1))])[0]
     return carrier is None or carrier == m.fingerprint.encode("ascii")
+
+
+def with_notes_known(store: VerbatimStore, messages: list[Message]) -> list[Message]:
+    """``messages`` with the note metadata a wire format dropped given back to each
+    round's own message that speaks as the user (where strict chat APIs want a user
+    turn), so that it is read as history, not as the user's task: only where ``store``
+    names it, by its fingerprint, as the message that carries the round's tag. A
+    user's text that copies a tag stays the user's (see :func:`_written`)."""
+    spots = [
+        (i, match)
+        for i, m in enumerate(messages)
+        if m.role == "user"
+        and NOTE_KEY not in m.metadata
+        and (match := _ROUND.match(m.text)) is not None
+    ]
+    if not spots:
+        return messages
+    carriers = store.get_many([tag_key(match.group(1)) for _, match in spots])
+    out = list(messages)
+    for (i, match), carrier in zip(spots, carriers, strict=True):
+        m = messages[i]
+        if carrier is not None and carrier == m.fingerprint.encode("ascii"):
+            what = m.text[match.end(1) :].split("\n", 1)[0].removeprefix(": ").rstrip("]")
+            meta = {"what": what, "round": match.group(1)}
+            out[i] = replace(m, metadata={**m.metadata, NOTE_KEY: meta})
+    return out
 
 
 def _subsequence(msgs: Sequence[Message], ids: Sequence[str]) -> list[int] | None:

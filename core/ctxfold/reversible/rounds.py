@@ -29,6 +29,7 @@ from ..messages import Message
 from ..references.index import ReferenceIndex, check_max_references
 from ..result import FOLDED, NOTE_KEY, Decision, earlier, from_user, note_head, note_role
 from ..storage.store import VerbatimStore, get_store
+from .expand import with_notes_known
 from .records import Batch, marker
 
 __all__ = ["Layered", "RoundSettings", "compact_reversibly", "round_heads"]
@@ -127,6 +128,9 @@ def compact_reversibly(
     silently. ``records``: the originals' records as encoded already, where known
     (see :meth:`Batch.add_messages`)."""
     store = get_store(settings.store)
+    known = with_notes_known(store, conv.messages)
+    if known is not conv.messages:
+        conv = replace(conv, messages=known)
     budget = conv.budget
     reserve = _reserve(strategy, settings, conv)
     for _ in range(_MAX_TRIES):
