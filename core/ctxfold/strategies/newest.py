@@ -9,17 +9,25 @@ valid), to :data:`CUT_SHARE` of the room, rather than folded into a note."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
 from .._json import loads as json_loads
 from ..contract import Conversation
 from ..messages import Message, ToolCall
+from ..result import Decision
 from ..text.scoring import shorten
 from ..tokens import TokenCounter
 from ..units import Unit
 
-__all__ = ["CUT_SHARE", "MIN_ARGUMENT_CUT", "SHORTENED", "cut_in_place", "shown_newest"]
+__all__ = [
+    "CUT_SHARE",
+    "MIN_ARGUMENT_CUT",
+    "SHORTENED",
+    "cut_in_place",
+    "cut_newest",
+    "shown_newest",
+]
 
 #: The trace reason of a message of the newest unit cut in place.
 SHORTENED = "shortened:newest"
@@ -38,8 +46,9 @@ def shown_newest(
 ) -> dict[int, Message]:
     """The messages of the newest unit (``free[-1]``) as a strategy shows them: none
     cut when the unit fits ``room`` (what the pinned messages leave) less the note's
-    minimum, its ``head`` and what it ``carried`` from earlier notes; else cut in place
-    to :data:`CUT_SHARE` of the room less the note's head. (With nothing older, the
+    minimum, its ``head`` and what it ``carried`` from earlier notes, nor when it is
+    within :data:`CUT_SHARE` of the room less the head (what the note carried then
+    gives way); else cut in place to that share. (With nothing older, the
     head is room a reversible round's marks take: cut to all of the room, a round's
     marks pushed its output over a budget the system prompt nearly fills, and the
     round could not be made to fit.)"""
@@ -47,6 +56,11 @@ def shown_newest(
     if conv.cost(newest) <= room - head - carried:
         return {}
     return cut_in_place(conv, newest, int(CUT_SHARE * (room - head)))
+
+
+def cut_newest(trace: Iterable[Decision]) -> bool:
+    """Whether a compaction's ``trace`` shows the newest unit cut in place."""
+    return any(d.reason == SHORTENED for d in trace)
 
 
 def cut_in_place(conv: Conversation, unit: Unit, target: int) -> dict[int, Message]:

@@ -22,6 +22,8 @@ from ctxfold import (
     SummarizingCompressor,
     get_counter,
 )
+from ctxfold.result import is_note
+from ctxfold.reversible.expand import with_notes_known
 from ctxfold.testing.doubles import FakeEmbedder, FakeSummarizer
 
 COUNTER = get_counter("o200k_base")
@@ -360,6 +362,24 @@ def test_a_store_written_with_hex_ids_still_expands():
     back = ctxfold.expand([task, Message("assistant", tag)], store=store)
     assert back.complete and back.rounds == 1 and list(back.messages) == [task, output]
     assert "the full answer" in ctxfold.expand(f"[expand {ids[1]}]", store=store)
+
+
+def test_a_note_speaking_as_the_user_is_known_again_only_where_the_store_vouches() -> None:
+    # Through OpenAI dicts a note in the user role (strict APIs want a user turn after
+    # the system prompt) loses its metadata; the store names it as its round's carrier.
+    # A user's message that copies the tag, or the note's whole text, elsewhere is text.
+    msgs = next(m for _, m in example_conversations() if len(m) == 87)
+    store = MemoryStore()
+    result = ctxfold.compress(msgs[:20], budget=900, store=store, reversible=True)
+    dicts = result.to_openai()
+    note = next(d for d in dicts if str(d.get("content", "")).startswith("[ctxfold round "))
+    assert note["role"] == "user"  # the task folded: the round's line opens a user turn
+    back = ctxfold.from_openai(dicts)
+    known = with_notes_known(store, back)
+    assert [is_note(m) for m in known] == [is_note(m) or m.text == note["content"] for m in back]
+    copied = Message("user", note["content"].split("\n", 1)[0] + "\nFix the login bug.")
+    assert not is_note(with_notes_known(store, [copied])[0])
+    assert not is_note(with_notes_known(MemoryStore(), [Message("user", note["content"])])[0])
 
 
 @pytest.mark.parametrize(
