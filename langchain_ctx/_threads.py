@@ -237,6 +237,18 @@ class ThreadViews:
         ids = _sessions(store, thread)
         return [NamespacedStore(store, namespace(sid)) for sid in reversed(ids)]
 
+    def search(self, thread: Hashable, query: str, max_tokens: int) -> str:
+        """What ``query`` finds in ``thread``'s whole history (its session's
+        :meth:`~ctxfold.Session.search`); empty for a thread this process does not
+        follow yet, and never another thread's."""
+        with self._lock:
+            state = self._threads.get(thread)
+        follower = state.follower if state is not None else None
+        if follower is None:
+            return ""
+        with state.lock:
+            return follower.session.search(query, max_tokens)
+
     def _state(self, thread: Hashable) -> _Thread:
         with self._lock:
             state = self._threads.pop(thread, None) or _Thread(self._new_store())
@@ -277,7 +289,8 @@ class ThreadViews:
 class ThreadExpandTool(ExpandTool):
     """The expand tool of an agent's threads: an id is read from the rounds of the
     thread the tool runs in (:func:`thread_of`), from every session it had
-    (:meth:`ThreadViews.stores_of`), never from another thread's."""
+    (:meth:`ThreadViews.stores_of`), and a query searches that thread's whole history
+    (:meth:`ThreadViews.search`), never another thread's."""
 
     def __init__(self, views: ThreadViews, *, max_tokens: int = 4000) -> None:
         super().__init__(
@@ -291,3 +304,12 @@ class ThreadExpandTool(ExpandTool):
     def stores(self) -> list[VerbatimStore]:
         """The parts of the store the current thread's sessions wrote."""
         return self.views.stores_of(thread_of())
+
+    @property
+    def searches(self) -> bool:
+        """It does: the current thread's history."""
+        return True
+
+    def found(self, query: str, max_tokens: int) -> str:
+        """What ``query`` finds in the current thread's whole history."""
+        return self.views.search(thread_of(), query, max_tokens)

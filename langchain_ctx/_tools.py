@@ -30,11 +30,11 @@ def as_langchain_tool(tool: ExpandTool) -> BaseTool:
     """``tool`` as a LangChain tool, sync and async, with its name, description and
     argument schema."""
 
-    def run(id: str, page: int = 1) -> str:
-        return tool(id, page)
+    def run(id: str = "", page: int = 1, query: str = "") -> str:
+        return tool(id, page, query)
 
-    async def arun(id: str, page: int = 1) -> str:
-        return await tool.acall(id, page)
+    async def arun(id: str = "", page: int = 1, query: str = "") -> str:
+        return await tool.acall(id, page, query)
 
     return StructuredTool.from_function(
         func=run,

@@ -136,8 +136,16 @@ class CompressedChatMemory(BaseChatStoreMemory):
 
     def expand_tool(self, *, max_tokens: int = 4000) -> FunctionTool:
         """The expand tool over this memory's folded originals, as a ``FunctionTool``
-        for an agent: the model reads back what a note condensed, by its round id."""
-        return as_function_tool(self.session.expand_tool(max_tokens=max_tokens))
+        for an agent: the model reads back what a note condensed, by its round id, or
+        finds passages of the whole stored history by a ``query``."""
+        tool = self.session.expand_tool(max_tokens=max_tokens, search=self.search)
+        return as_function_tool(tool)
+
+    def search(self, query: str, max_tokens: int = 1000) -> str:
+        """What ``query`` finds in the whole stored history, the best passages within
+        ``max_tokens`` (see :meth:`ctxfold.Session.search`)."""
+        stored = self.chat_store.get_messages(self.chat_store_key)
+        return self._follower.search(stored, query, max_tokens)
 
     def tokenizer_fn(self, text: str) -> list[int]:
         """Tokens of ``text`` by the memory's counter (a chat engine counts its system

@@ -39,6 +39,22 @@ def as_function_tool(tool: ExpandTool) -> FunctionTool:
     async def arun(id: str, page: int = 1) -> str:
         return await tool.acall(id, page)
 
+    if not tool.searches:
+        return FunctionTool.from_defaults(
+            fn=run, async_fn=arun, name=tool.name, description=tool.description
+        )
+    asked = schema["query"]["description"]
+
+    def run_or_search(
+        id: Annotated[str, Field(description=schema["id"]["description"])] = "",
+        page: Annotated[int, Field(description=schema["page"]["description"])] = 1,
+        query: Annotated[str, Field(description=asked)] = "",
+    ) -> str:
+        return tool(id, page, query)
+
+    async def arun_or_search(id: str = "", page: int = 1, query: str = "") -> str:
+        return await tool.acall(id, page, query)
+
     return FunctionTool.from_defaults(
-        fn=run, async_fn=arun, name=tool.name, description=tool.description
+        fn=run_or_search, async_fn=arun_or_search, name=tool.name, description=tool.description
     )

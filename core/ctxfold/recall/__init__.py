@@ -13,7 +13,7 @@ from ..result import RECALL_END, Decision, flagged
 from ..reversible.records import Batch, marker
 from ..storage.store import VerbatimStore
 from ..tokens import TokenCounter
-from .block import HEAD_LINE, place, render
+from .block import HEAD_LINE, SEARCH_LINE, place, render
 from .index import Passage, RecallIndex
 from .query import Query, check_query, default_query, resolve_query
 from .select import Pick, choose, fit, rank
@@ -31,6 +31,7 @@ __all__ = [
     "default_share",
     "recall",
     "resolve_query",
+    "search",
     "wanted",
 ]
 
@@ -127,6 +128,36 @@ def wanted(index: RecallIndex, query: str, *, until: int, cap: int, counter: Tok
     picks = choose(index, query, until=until, room=room, counter=counter, shown="")
     used = sum(index.cost(p.pid, counter, p.full) for p in picks)
     return used + _frame(counter) if used else 0
+
+
+def search(
+    history: Sequence[Message],
+    index: RecallIndex,
+    query: str,
+    *,
+    max_tokens: int,
+    counter: TokenCounter,
+    store: VerbatimStore | None = None,
+) -> str:
+    """The passages of ``history`` (indexed by ``index``) that ``query`` finds, the
+    best that fit ``max_tokens`` as a block shows them, in time order; a message shown
+    in part followed by its ``[expand <id>]`` marker when a ``store`` is given (its
+    original is stored there). Empty when nothing matches: what an agent's expand tool
+    answers a search with, where it has no id to open."""
+    picks = choose(
+        index,
+        query,
+        until=len(history),
+        room=max_tokens - _frame(counter),
+        counter=counter,
+        shown="",
+    )
+    refs = _references(history, index, picks, store)
+    text = render(index, picks, refs, SEARCH_LINE) if picks else ""
+    while picks and counter.count_text(text) > max_tokens:  # the lines' frames cost more:
+        picks.remove(min(picks, key=lambda p: p.value))  # the least worth goes first
+        text = render(index, picks, refs, SEARCH_LINE) if picks else ""
+    return text
 
 
 def _frame(counter: TokenCounter) -> int:

@@ -14,23 +14,27 @@ from ..result import RECALL_END, RECALL_HEAD, RECALL_KEY
 from .index import RecallIndex
 from .select import Pick
 
-__all__ = ["HEAD_LINE", "place", "render"]
+__all__ = ["HEAD_LINE", "SEARCH_LINE", "place", "render"]
 
 # The time of day before a date ("1:56 pm on 8 May, 2023"): a time line shows the day.
 _DAY = re.compile(r"^\d{1,2}:\d{2}\s*(?:[ap]\.?m\.?)?\s+on\s+", re.IGNORECASE)
 
 #: The block's first line.
 HEAD_LINE = f"{RECALL_HEAD} earlier passages that bear on the latest message]"
+#: The first line of what a search of the history found (see :func:`ctxfold.recall.search`).
+SEARCH_LINE = f"{RECALL_HEAD} passages of the history that match the search]"
 
 
-def render(index: RecallIndex, picks: Sequence[Pick], refs: Mapping[int, str]) -> str:
-    """The block's text for the passages ``picks`` (in time order): a message's
+def render(
+    index: RecallIndex, picks: Sequence[Pick], refs: Mapping[int, str], head: str = HEAD_LINE
+) -> str:
+    """The block's text for the passages ``picks`` (in time order), under ``head``: a message's
     passages on one line, cut parts marked ``...``, a message shown in part followed by
     its reference in ``refs`` (``[expand <id>]``) when there is one; a time line
     wherever the day changes (the day alone: a session header's time of day is when
     the session opened, not when each later message was said) and above a message
     that opens with its date header (the header whole)."""
-    lines = [HEAD_LINE]
+    lines = [head]
     stamp: str | None = None  # the last time line's
     day: str | None = None  # ...and its day
     k = 0

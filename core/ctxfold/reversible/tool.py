@@ -12,7 +12,7 @@ call into the tool-result message; ``langchain_ctx.expand_tool`` and
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from .._json import loads as json_loads
@@ -25,7 +25,12 @@ from ..tokens import get_counter
 from .expand import holding, originals
 from .redaction import holds_redacted, mask_message
 
-__all__ = ["ExpandTool", "expand_tool"]
+__all__ = ["ExpandTool", "Search", "expand_tool"]
+
+#: A search of one conversation's whole history: ``(query, max_tokens)`` to the text of
+#: the passages found within ``max_tokens`` (empty when nothing matches), e.g. a
+#: session's :meth:`~ctxfold.Session.search`.
+Search = Callable[[str, int], str]
 
 DESCRIPTION = (
     "Read in full what context compression folded away. The conversation may hold "
@@ -34,9 +39,11 @@ DESCRIPTION = (
     "the original messages back. Long results come in pages: pass page=2, 3, ... for "
     "the rest."
 )
+SEARCH_HINT = " No id? Pass query='some words' to search the whole conversation."
 _MIN_PAGE = 64  # tokens: a smaller page would not hold a useful excerpt
 _MAX_ID = 200  # characters: ids are 12-64 digits; "[expand <id>]" with room to spare
 _ECHO = 12  # tokens: the most of a bad call an answer repeats (its advice must fit too)
+_MAX_QUERY = 2000  # characters: a longer query is cut (never a flood to rank)
 
 
 def _repr(value: object) -> str:
@@ -68,6 +75,11 @@ class ExpandTool:
             in the store, see :func:`ctxfold.reversible.redaction.holds_redacted`),
             checked at each call; ``False`` never masks, even then (only for a model
             that may read the credentials the history hid from it).
+        search: a search of the conversation's whole history (:data:`Search`): the
+            tool then also takes ``query`` instead of an id. One conversation's only:
+            a store may hold other users' rounds, so a search is never of a store
+            (:meth:`ctxfold.Session.expand_tool` and the wrappers' agents give their
+            own conversation's).
     """
 
     def __init__(
@@ -78,7 +90,13 @@ class ExpandTool:
         counter: CounterSpec = None,
         name: str = "expand",
         redact: bool | None = None,
+        search: Search | None = None,
     ) -> None:
+        if search is not None and not callable(search):
+            raise ConfigurationError(
+                f"search must be a callable (query, max_tokens), got {search!r}"
+            )
+        self._search = search
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int):
             raise ConfigurationError(f"max_tokens must be an integer, got {max_tokens!r}")
         if max_tokens < _MIN_PAGE:
@@ -93,26 +111,40 @@ class ExpandTool:
         self.max_tokens = max_tokens
         self.counter = get_counter(counter)
         self.name = name
-        self.description = DESCRIPTION
+        self.description = DESCRIPTION + (SEARCH_HINT if self.searches else "")
+
+    @property
+    def searches(self) -> bool:
+        """Whether the tool takes a ``query`` (it has a search of its conversation)."""
+        return self._search is not None
+
+    def found(self, query: str, max_tokens: int) -> str:
+        """What a search of the conversation finds for ``query`` within
+        ``max_tokens`` (empty: nothing, or no search)."""
+        return self._search(query, max_tokens) if self._search is not None else ""
 
     @property
     def parameters(self) -> dict[str, Any]:
-        """The JSON schema of the arguments."""
-        return {
-            "type": "object",
-            "properties": {
-                "id": {
-                    "type": "string",
-                    "description": "the id from '[ctxfold round <id>...]' or '[expand <id>]'",
-                },
-                "page": {
-                    "type": "integer",
-                    "minimum": 1,
-                    "description": "which page of a long result (default 1)",
-                },
+        """The JSON schema of the arguments (``query`` too when the tool searches: then
+        neither argument is required, one of them is)."""
+        properties: dict[str, Any] = {
+            "id": {
+                "type": "string",
+                "description": "the id from '[ctxfold round <id>...]' or '[expand <id>]'",
             },
-            "required": ["id"],
+            "page": {
+                "type": "integer",
+                "minimum": 1,
+                "description": "which page of a long result (default 1)",
+            },
         }
+        if not self.searches:
+            return {"type": "object", "properties": properties, "required": ["id"]}
+        properties["query"] = {
+            "type": "string",
+            "description": "words to search the conversation for (instead of an id)",
+        }
+        return {"type": "object", "properties": properties}
 
     def to_openai(self) -> dict[str, Any]:
         """The tool definition for the OpenAI chat API (``tools=[...]``)."""
@@ -133,9 +165,12 @@ class ExpandTool:
             "input_schema": self.parameters,
         }
 
-    def __call__(self, id: str, page: int = 1) -> str:
-        """The originals behind ``id``, page ``page``, as text for the model: always
+    def __call__(self, id: str = "", page: int = 1, query: str = "") -> str:
+        """The originals behind ``id``, page ``page``, or (with no id, when the tool
+        searches) the passages that match ``query``, as text for the model: always
         within ``max_tokens``, whatever it is given."""
+        if self.searches and not (isinstance(id, str) and id.strip()) and query:
+            return self._within(self._searched(query))
         return self._within(self._answer(id, page))
 
     def redacts(self, store: VerbatimStore | None = None) -> bool:
@@ -155,9 +190,21 @@ class ExpandTool:
         store) gives them here; an id is read from the first that holds it."""
         return [self.store]
 
+    def _searched(self, query: object) -> str:
+        if not isinstance(query, str) or not query.strip():
+            return f"query must be words to look for, not {self._echo(_repr(query))}."
+        query = query.strip()[:_MAX_QUERY]
+        text = self.found(query, self.max_tokens)
+        if not text:
+            return f"Nothing in the conversation matches {self._echo(query)}; try other words."
+        return mask(text) if self.redacts() else text
+
     def _answer(self, id: str, page: int) -> str:
         if not isinstance(id, str) or not id.strip():
-            return "Pass the id from a '[ctxfold round <id>...]' line or an '[expand <id>]' marker."
+            where = "a '[ctxfold round <id>...]' line or an '[expand <id>]' marker"
+            if self.searches:
+                return f"Pass an id from {where}, or a query."
+            return f"Pass the id from {where}."
         if isinstance(page, bool) or not isinstance(page, int) or page < 1:
             return f"page must be a whole number from 1 up, not {self._echo(_repr(page))}."
         if len(id) > _MAX_ID or not id.isascii():  # no id is: never echo or look up a flood
@@ -207,9 +254,9 @@ class ExpandTool:
         """``text`` as an answer repeats it: at most a few tokens of it."""
         return self._within(text, _ECHO, "...")
 
-    async def acall(self, id: str, page: int = 1) -> str:
+    async def acall(self, id: str = "", page: int = 1, query: str = "") -> str:
         """:meth:`__call__` in a worker thread (the store may do I/O)."""
-        return await asyncio.to_thread(self, id, page)
+        return await asyncio.to_thread(self, id, page, query)
 
     def answer(self, call: ToolCall | Mapping[str, Any]) -> Message:
         """The tool-result message for the model's call (a :class:`ctxfold.ToolCall`
@@ -231,7 +278,7 @@ class ExpandTool:
             shown = self._echo(_repr(arguments))
             text = f'The arguments must be a JSON object like {{"id": "..."}}, not {shown}.'
         else:
-            text = self(args.get("id", ""), args.get("page", 1))
+            text = self(args.get("id", ""), args.get("page", 1), args.get("query", ""))
         tool_call_id = call_id if isinstance(call_id, str) else None
         return Message("tool", self._within(text), tool_call_id=tool_call_id)
 
@@ -285,9 +332,12 @@ def expand_tool(
     counter: CounterSpec = None,
     name: str = "expand",
     redact: bool | None = None,
+    search: Search | None = None,
 ) -> ExpandTool:
     """An :class:`ExpandTool` over ``store``: give it to the model beside a reversible
     history so that it can read any folded original in full (``redact``: with every
     credential masked; by default whenever the store holds originals ``redact=True``
-    stored, ``False`` to opt out)."""
-    return ExpandTool(store, max_tokens=max_tokens, counter=counter, name=name, redact=redact)
+    stored, ``False`` to opt out; ``search``: see :class:`ExpandTool`)."""
+    return ExpandTool(
+        store, max_tokens=max_tokens, counter=counter, name=name, redact=redact, search=search
+    )

@@ -172,7 +172,25 @@ class Follower(Generic[T]):
         with self._lock:
             return self._retried(lambda: self._render(items, budget, query))
 
+    def search(self, items: Sequence[T], query: str, max_tokens: int = 1000) -> str:
+        """What ``query`` finds in the whole history once the session holds ``items``
+        (see :meth:`Session.search`)."""
+        with self._lock:
+            return self._retried(lambda: self._searched(items, query, max_tokens))
+
+    def _searched(self, items: Sequence[T], query: str, max_tokens: int) -> str:
+        self._hold(items)
+        return self.session.search(query, max_tokens)
+
     def _render(self, items: Sequence[T], budget: int | None, query: Query) -> CompressionResult:
+        self._hold(items)
+        if self._cached is None or self._cached[0] != (budget, query):
+            self._cached = ((budget, query), self.session.render(budget, query=query))
+        return self._cached[1]
+
+    def _hold(self, items: Sequence[T]) -> None:
+        """Make the session hold ``items``: cut back to what they share with it, then
+        add the rest."""
         if self._keys is None:
             self._take_up(items)
         keys = self._keys if self._keys is not None else []
@@ -184,9 +202,6 @@ class Follower(Generic[T]):
             self.session.add(self._convert(new))
             keys += self._keys_of(new)
             self._keys, self._cached = keys, None
-        if self._cached is None or self._cached[0] != (budget, query):
-            self._cached = ((budget, query), self.session.render(budget, query=query))
-        return self._cached[1]
 
     def follow(
         self, items: Sequence[T], budget: int | None = None, *, query: Query = None

@@ -39,12 +39,13 @@ from ..recall import (
     RecallIndex,
     check_query,
     resolve_query,
+    search,
     wanted,
 )
 from ..result import CompressionResult, Decision
 from ..reversible.expand import Expansion, expand
 from ..reversible.rounds import RoundSettings
-from ..reversible.tool import ExpandTool
+from ..reversible.tool import ExpandTool, Search
 from ..storage.store import MemoryStore, VerbatimStore, deleting, get_session_store, session_store
 from ..strategies.base import check_budget, check_share
 from ..strategies.newest import cut_newest
@@ -354,16 +355,38 @@ class Session(SessionState):
         back: str | Expansion = expand(target, store=self._log.store)
         return back
 
-    def expand_tool(self, *, max_tokens: int = 4000) -> ExpandTool:
-        """The expand tool over this session's originals, for the model. It masks
-        credentials in its answers when the session redacts, and also when it does not
-        but its store holds originals an earlier ``redact=True`` stored (a session
-        reopened without it)."""
+    def expand_tool(self, *, max_tokens: int = 4000, search: bool | Search = True) -> ExpandTool:
+        """The expand tool over this session's originals, for the model: it opens a
+        round's or a marker's id and, with ``search``, finds passages of this session's
+        whole history by a ``query`` (:meth:`search`; a wrapper that must first bring
+        the session up to date passes its own search). It masks credentials in its
+        answers when the session redacts, and also when it does not but its store
+        holds originals an earlier ``redact=True`` stored (a session reopened without
+        it)."""
         return ExpandTool(
             self._log.store,
             max_tokens=max_tokens,
             counter=self.counter,
             redact=self.redact or None,
+            search=search if callable(search) else self.search if search else None,
+        )
+
+    def search(self, query: str, max_tokens: int = 1000) -> str:
+        """The passages of the whole history (what compaction folded too) that
+        ``query`` finds, the best within ``max_tokens``, in time order under their
+        speakers, a message shown in part followed by its ``[expand <id>]`` marker;
+        empty when nothing matches. What the expand tool answers a search with."""
+        if not isinstance(query, str):
+            raise ConfigurationError(f"query must be a string, got {type(query).__name__}")
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+            raise ConfigurationError(f"max_tokens must be a positive integer, got {max_tokens!r}")
+        return search(
+            self._history,
+            self._recall_index(),
+            query,
+            max_tokens=max_tokens,
+            counter=self.counter,
+            store=self._log.store,
         )
 
     def clear(self, *, drop_originals: bool = False) -> None:

@@ -77,6 +77,17 @@ def _ask_expand(
     return str(answer.content)
 
 
+def _ask_search(agent: Any, model: ScriptedChatModel, query: str, thread: str = "t1") -> str:
+    """The scripted model calls the expand tool with a ``query`` and no id; the answer."""
+    call_id = f"call_search_{len(model.calls)}"
+    call = {"name": "expand", "args": {"query": query}, "id": call_id, "type": "tool_call"}
+    model.responses.extend([AIMessage("", tool_calls=[call]), AIMessage("Found it.")])
+    state = agent.invoke({"messages": [HumanMessage("Who was at depot 2?")]}, _config(thread))
+    answer = state["messages"][-2]
+    assert isinstance(answer, ToolMessage) and answer.tool_call_id == call_id
+    return str(answer.content)
+
+
 def _read_back(agent: Any, model: ScriptedChatModel, rid: str, thread: str = "t1") -> str:
     """The model expands ``rid`` page by page, then each older round the answers name
     (a round folds the note of the round before it), until it reads ``FOLDED``: all
@@ -135,6 +146,30 @@ def test_a_round_of_another_thread_is_not_found(tmp_path: Path) -> None:
     agent.invoke({"messages": [HumanMessage("Hi")]}, _config("t2"))
     answer = _ask_expand(agent, model, rid, thread="t2")
     assert "Ikechukwu2" not in answer and "nothing is stored" in answer
+
+
+def test_the_model_finds_a_folded_fact_by_a_search_without_an_id() -> None:
+    model, saver = ScriptedChatModel(), InMemorySaver()
+    agent = _agent(model, CompressionMiddleware(budget=BUDGET, expand_max_tokens=300), saver)
+    _chat(agent, model, 8)
+    _folded_round(model)  # depot 2's courier is folded away from the model's view
+    schema = next(t for t in model.calls[-1].tools if t["function"]["name"] == "expand")
+    assert "query" in schema["function"]["parameters"]["properties"]
+    answer = _ask_search(agent, model, "courier on duty at depot 2")
+    assert "Ikechukwu2" in answer
+    assert ctxfold.TiktokenCounter().count_text(answer) <= 300
+    assert "Nothing in the conversation matches" in _ask_search(agent, model, "zeppelin hangar")
+
+
+def test_a_search_never_finds_another_threads_history(tmp_path: Path) -> None:
+    spec = f"sqlite:///{tmp_path / 'rounds.db'}"
+    model, saver = ScriptedChatModel(), InMemorySaver()
+    agent = _agent(model, CompressionMiddleware(budget=BUDGET, store=spec), saver)
+    _chat(agent, model, 8, thread="t1")
+    model.responses.append(AIMessage("Hello."))
+    agent.invoke({"messages": [HumanMessage("Hi")]}, _config("t2"))
+    answer = _ask_search(agent, model, "Ikechukwu2 courier", thread="t2")
+    assert "courier" not in answer  # t2's own lines at most ("depot 2?"), none of t1's
 
 
 def test_without_the_tool_the_model_gets_no_expand_schema() -> None:

@@ -376,3 +376,13 @@ def test_a_memory_made_again_over_a_kept_chat_store_keeps_its_history(tmp_path: 
     )
     assert len(taken.session.history) == 40  # taken up from the store, not added again
     assert taken.get() == view
+
+
+def test_the_memorys_expand_tool_searches_its_history() -> None:
+    _, msgs = next((n, m) for n, m in example_conversations() if "sqlfluff" in n)
+    memory = CompressedChatMemory(token_limit=3000, store=MemoryStore())
+    memory.put_messages(to_llamaindex(msgs))
+    tool = memory.expand_tool(max_tokens=400)
+    text = tool.call(query="ModuleNotFoundError sqlfluff").content
+    assert "No module named 'sqlfluff'" in text
+    assert asyncio.run(tool.acall(query="ModuleNotFoundError sqlfluff")).content == text

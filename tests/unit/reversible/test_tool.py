@@ -339,3 +339,71 @@ def test_a_session_reopened_without_redact_still_masks_its_tools_answers():
     assert not reopened.redact
     answer = reopened.expand_tool()(entry.group(1))
     assert secret not in answer and "[secret]" in answer
+
+
+# ------------------------------------------------------------------ search
+
+
+@pytest.fixture(scope="module")
+def searched():
+    """A session over the coding run, compacted at 2,500 tokens: (session, its tool)."""
+    msgs = next(m for name, m in example_conversations() if "sqlfluff" in name)
+    session = ctxfold.Session(budget=2500, counter=COUNTER)
+    session.add(msgs)
+    shown = "\n".join(m.text for m in session.render().messages)
+    assert "ModuleNotFoundError" not in shown  # folded away from the model's view
+    return session, session.expand_tool(max_tokens=400)
+
+
+def test_a_search_finds_a_folded_passage_and_its_marker_opens_the_original(searched):
+    session, tool = searched
+    assert "query" in tool.parameters["properties"] and "required" not in tool.parameters
+    assert "query=" in tool.description
+    answer = tool(query="ModuleNotFoundError sqlfluff")
+    assert "ModuleNotFoundError: No module named 'sqlfluff'" in answer
+    assert COUNTER.count_text(answer) <= 400
+    assert answer == session.search("ModuleNotFoundError sqlfluff", 400)
+    opened = tool(MARKER.search(answer).group(1))  # a message shown in part, whole
+    assert len(opened) > 200 and "[expand" not in opened.splitlines()[0]
+    call = {"id": "c9", "function": {"name": "expand", "arguments": '{"query": "L060 rule"}'}}
+    assert "L060" in tool.answer(call).text
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["zeppelin hangar", "\U0001f600" * 100_000, "x" * 100_000, "a " * 50_000, 7, None],
+)
+def test_a_search_that_finds_nothing_or_is_no_text_comes_back_as_advice(searched, query):
+    _, tool = searched
+    answer = tool(query=query)
+    assert COUNTER.count_text(answer) <= 400
+    if isinstance(query, str) and query.strip():
+        assert "Nothing in the conversation matches" in answer or "[ctxfold recall" in answer
+    else:
+        assert "Pass an id" in answer or "query must be words" in answer
+
+
+def test_a_tool_over_a_store_does_not_search_it():
+    # a store may hold other users' rounds: only a conversation's own history is searched
+    tool = ctxfold.expand_tool(MemoryStore())
+    assert tool.parameters["required"] == ["id"] and "query" not in tool.parameters["properties"]
+    assert "Pass the id" in tool(query="anything")
+    assert not ctxfold.Session(budget=500).expand_tool(search=False).searches
+
+
+def test_session_search_checks_its_arguments():
+    session = ctxfold.Session(budget=500)
+    with pytest.raises(ctxfold.ConfigurationError, match="query"):
+        session.search(7)  # type: ignore[arg-type]
+    with pytest.raises(ctxfold.ConfigurationError, match="max_tokens"):
+        session.search("x", 0)
+    assert session.search("anything") == ""
+
+
+def test_a_search_of_a_redacting_session_masks_credentials():
+    secret = "sk-proj-4fJ9kL2mN8pQ1rS5tU7vW3xY6zA0bC2dE4fG6hI8jK0lM2nO"
+    session = ctxfold.Session(budget=300, redact=True)
+    session.add([Message("user", f"Deploy key for staging: OPENAI_API_KEY={secret}")])
+    session.add([Message("assistant", "Stored. " + "Deployment notes follow. " * 60)] * 3)
+    answer = session.expand_tool()(query="deploy key staging")
+    assert "staging" in answer and secret not in answer
