@@ -11,6 +11,7 @@ A render does work in proportion to the new messages and the output, not the his
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import logging
 import threading
@@ -18,8 +19,9 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from types import MappingProxyType
-from typing import Any, overload
+from typing import Any, TypeVar, overload
 
+from .._registry import check_options
 from .._state import owning
 from ..contract import CounterSpec, MessageLike, Prepares, WordCounts
 from ..exceptions import (
@@ -58,6 +60,8 @@ from .settings import Fill, check_strategy, check_water
 from .state import SessionState
 
 __all__ = ["Session"]
+
+_S = TypeVar("_S", bound="Session")
 
 
 _log = logging.getLogger("ctxfold")
@@ -111,6 +115,14 @@ class Session(SessionState):
     with its history and compactions, so it renders what the uninterrupted session
     would have. One writer per session id at a time.
     """
+
+    def __new__(cls: type[_S], *args: Any, **options: Any) -> _S:
+        """Check the keyword options before ``__init__`` takes them: a misspelt one is
+        a :class:`ConfigurationError` naming the closest and every accepted one, as the
+        wrappers and ``compress`` say it, not Python's bare ``TypeError``."""
+        accepted = inspect.signature(cls.__init__).parameters
+        check_options(cls.__name__, options, set(accepted) - {"self"})
+        return super().__new__(cls)
 
     def __init__(
         self,

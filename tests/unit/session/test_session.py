@@ -1062,3 +1062,13 @@ def test_adding_a_bare_text_says_how_to_give_it_a_role():
     assert len(session) == 0
     session.add({"role": "user", "content": "hello"})
     assert len(session) == 1
+
+
+@pytest.mark.parametrize(("given", "meant"), [("stratgy", "strategy"), ("budgte", "budget")])
+def test_a_misspelt_session_option_names_the_closest_and_every_valid_one(given, meant) -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        Session(**{given: 1000})
+    message = str(caught.value)
+    assert message.startswith(f"Session has no option {given!r} (did you mean {meant!r}?)")
+    assert "low_water" in message and "recall_share" in message
+    assert Session("s", budget=500, strategy="auto").budget == 500  # the right ones pass
