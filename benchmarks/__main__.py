@@ -19,13 +19,19 @@ when absent) except ``cost``, which builds histories from the bundled examples:
   through ``compress`` and a ``Session`` (fit with thinking counted, valid Anthropic
   requests; *retention*: the share of outputs that alter no thinking block, send the
   tool loop's newest thinking and the newest turn whole where it fits);
+- ``logs``: generated agent runs with long, repetitive tool output (test runs, cluster
+  events, request logs, stack traces, compiler output, search hits), through
+  ``compress`` at 25% and 10%, a ``Session`` turn by turn at 8000 and 4000 tokens and
+  ``trim_messages`` (*retention*: the gold identifiers of the lines that matter found
+  in the output; see ``benchmarks/logs.py``); needs no shared data;
 - ``cost``: one cold ``compress`` and one ``trim_messages`` from 1K to 1M tokens.
 
 Writes ``report.md``, ``results.json``, ``retention.png`` (what each method keeps
 against the tokens it keeps), ``latency.png`` (per-turn ms against history length) and
 ``cost.png`` to ``--out``. ``--check`` compares fit, validity and retention with
 ``benchmarks/baseline.json`` (ctxfold's rows, recorded at one size by ``--record``) and
-exits 1 on any that fell below it.
+exits 1 on any that fell below it (of the stages it ran; ``--record`` replaces only
+those stages' rows).
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -247,6 +253,19 @@ def stage_anthropic(data: Path, limit: int, bar: Progress) -> Iterator[Row]:
                 )
 
 
+def stage_logs(limit: int, bar: Progress) -> Iterator[Row]:
+    import logs  # the benchmark module beside this one
+
+    records = logs.records_for(list(logs.FAMILIES), limit or logs.PER_FAMILY, logs.TOKENS)
+    results = logs.run_all(records, list(logs.METHODS), bar.step)
+    for (family, budget, half, method), s in results.items():
+        if half != "all":
+            continue
+        extra = {k: s[k] for k in ("ids_renders", "lines", "via_list", "task", "list", "sentence")}
+        row = Row("logs", family, budget, method, s["fit"], s["valid"], s["ids"])
+        yield replace(row, ms=s["median_ms"], extra=extra)
+
+
 def stage_cost(sizes: list[int], bar: Progress) -> Iterator[Row]:
     base = ctxfold.from_openai(
         json.loads((HERE.parent / "examples" / "coding_agent_sqlfluff.json").read_text())[
@@ -379,8 +398,11 @@ def check(rows: list[Row], size: str) -> list[str]:
     if base is None:
         return [f"the baseline holds no '{size}' run: record one with --size {size} --record"]
     found = {r.key: r for r in rows}
+    ran = {r.bench for r in rows}
     worse = []
     for key, floors in base.items():
+        if key.split("|")[0] not in ran:
+            continue  # a stage not run here (--only)
         row = found.get(key)
         if row is None:
             print(f"check: {key} was not run here (a peer not installed?)", file=sys.stderr)
@@ -399,9 +421,11 @@ def ours(row: Row) -> bool:
 
 def record_baseline(rows: list[Row], size: str) -> None:
     """This run's fit, validity and retention of ctxfold's rows, as the floor of
-    ``size``."""
+    ``size`` (of the stages it ran: the others' rows stay as recorded)."""
     base = json.loads(BASELINE.read_text()) if BASELINE.exists() else {}
-    base[size] = {
+    ran = {r.bench for r in rows}
+    kept = {k: v for k, v in base.get(size, {}).items() if k.split("|")[0] not in ran}
+    base[size] = kept | {
         r.key: {m: getattr(r, m) for m in CHECKED}
         for r in rows
         if ours(r) and any(getattr(r, m) is not None for m in CHECKED)
@@ -419,6 +443,7 @@ STAGES: dict[str, Callable[[Path, int, Progress], Iterator[Row]]] = {
     "agent": stage_agent,
     "anthropic": stage_anthropic,
 }
+UNSHARED = ("logs", "cost")  # the stages that need no shared data
 COST_SIZES = {
     "tiny": [1_000, 10_000, 100_000],
     "small": [1_000, 10_000, 100_000, 300_000],
@@ -433,6 +458,7 @@ def _steps(stage: str) -> int:
         "recall": 6,
         "agent": len(SETS) * 2,
         "anthropic": 6,
+        "logs": 8,
     }
     return per[stage]
 
@@ -442,19 +468,20 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m benchmarks", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--size", choices=sorted(SIZES), default="small")
-    parser.add_argument("--only", nargs="*", choices=[*STAGES, "cost"], default=None)
+    parser.add_argument("--only", nargs="*", choices=[*STAGES, *UNSHARED], default=None)
     parser.add_argument("--out", type=Path, default=HERE / "out")
     parser.add_argument("--check", action="store_true", help="exit 1 below the baseline")
     parser.add_argument("--record", action="store_true", help="write this run as baseline")
     args = parser.parse_args(argv)
-    stages = args.only or [*STAGES, "cost"]
+    stages = args.only or [*STAGES, *UNSHARED]
     data = find_data_dir(HERE.parent)
-    if data is None and set(stages) - {"cost"}:
+    if data is None and set(stages) - set(UNSHARED):
         print(
-            "no shared data (../shared/data or $CTXFOLD_DATA_DIR): only the cost stage runs",
+            "no shared data (../shared/data or $CTXFOLD_DATA_DIR): only the logs and cost "
+            "stages run",
             file=sys.stderr,
         )
-        stages = [s for s in stages if s == "cost"]
+        stages = [s for s in stages if s in UNSHARED]
     limit = SIZES[args.size]
     costs = COST_SIZES[args.size]
     bar = Progress(
@@ -465,6 +492,8 @@ def main(argv: list[str] | None = None) -> int:
     for stage in stages:
         if stage == "cost":
             rows += stage_cost(costs, bar)
+        elif stage == "logs":
+            rows += stage_logs(limit, bar)
         else:
             assert data is not None
             rows += STAGES[stage](data, limit, bar)

@@ -56,6 +56,24 @@ def test_the_check_fails_below_the_baseline_of_ctxfolds_rows(bench, tmp_path, mo
     assert "holds no 'small' run" in bench.check(_rows(bench, 0.7), "small")[0]
 
 
+def test_recording_one_stage_keeps_the_others_and_checks_only_what_ran(
+    bench, tmp_path, monkeypatch
+):
+    monkeypatch.setattr(bench, "BASELINE", tmp_path / "baseline.json")
+    bench.record_baseline(_rows(bench, 0.7), "tiny")
+    logs_row = bench.Row("logs", "tests", "25%", "compress", 1.0, 1.0, 0.6)
+    bench.record_baseline([logs_row], "tiny")  # as --only logs --record does
+    recorded = json.loads((tmp_path / "baseline.json").read_text())["tiny"]
+    assert sorted(recorded) == [
+        "compare|locomo|25%|ctxfold auto",
+        "logs|tests|25%|compress",
+        "replay|locomo|8000|session",
+    ]
+    assert bench.check([logs_row], "tiny") == []  # the stages not run are not "missing"
+    worse = bench.check([bench.Row("logs", "tests", "25%", "compress", 1.0, 1.0, 0.5)], "tiny")
+    assert worse == ["logs|tests|25%|compress: retention 0.5 < baseline 0.6"]
+
+
 def test_the_report_and_plots(bench, tmp_path):
     rows = [*_rows(bench, 0.7), *bench.stage_cost([1_000, 3_000], bench.Progress(2))]
     meta = {"size": "tiny", "date": "2026-11-26", "machine": "test", "seconds": 1.0}
@@ -70,7 +88,7 @@ def test_the_report_and_plots(bench, tmp_path):
 def test_the_recorded_baseline_covers_every_stage(bench):
     recorded = json.loads((REPO / "benchmarks" / "baseline.json").read_text())["tiny"]
     stages = {key.split("|")[0] for key in recorded}
-    assert stages == {"compare", "replay", "recall", "agent", "anthropic"}
+    assert stages == {"compare", "replay", "recall", "agent", "anthropic", "logs"}
     assert all(floors["fit"] in (None, 1.0) for floors in recorded.values())
 
 
