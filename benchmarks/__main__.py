@@ -12,6 +12,9 @@ when absent) except ``cost``, which builds histories from the bundled examples:
   is skipped with one line;
 - ``replay``: whole conversations turn by turn through the default ``Session``,
   ``compress`` each turn and ``trim_messages`` (memory, fill, repeated prefix, cost);
+- ``next_action``: the agent runs turn by turn through the same three; *retention*:
+  the share of the identifiers each next tool call uses (and the history showed) that
+  the render before it shows (``benchmarks/next_action.py``);
 - ``recall``: LoCoMo questions asked last, at 10% and 3%;
 - ``agent``: the conversations through ``create_agent`` with ``CompressionMiddleware``
   and with a ``trim_messages`` middleware (fit and valid per model call, ms);
@@ -50,6 +53,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import compare  # noqa: E402
+import next_action  # noqa: E402
 import recall  # noqa: E402
 import replay  # noqa: E402
 
@@ -182,6 +186,24 @@ def stage_replay(data: Path, limit: int, bar: Progress) -> Iterator[Row]:
                         ],
                     },
                 )
+
+
+def stage_next_action(data: Path, limit: int, bar: Progress) -> Iterator[Row]:
+    for dataset in next_action.SETS:
+        convs = next_action.load(data, dataset, limit)
+        for budget in (8000, 4000):
+            bar.step(f"next_action {dataset} {budget}")
+            for _, half, method, s in next_action.run_support(convs, [budget], REPLAYED):
+                if half == "all":
+                    yield Row(
+                        "next_action",
+                        dataset,
+                        str(budget),
+                        method,
+                        retention=s["support"],
+                        ms=s["median_ms"],
+                        extra={"mean per conv": s["mean_support"], "calls": s["calls"]},
+                    )
 
 
 def stage_recall(data: Path, limit: int, bar: Progress) -> Iterator[Row]:
@@ -439,6 +461,7 @@ def record_baseline(rows: list[Row], size: str) -> None:
 STAGES: dict[str, Callable[[Path, int, Progress], Iterator[Row]]] = {
     "compare": stage_compare,
     "replay": stage_replay,
+    "next_action": stage_next_action,
     "recall": stage_recall,
     "agent": stage_agent,
     "anthropic": stage_anthropic,
@@ -455,6 +478,7 @@ def _steps(stage: str) -> int:
     per = {
         "compare": len(SETS) * 2 * 5,
         "replay": len(SETS) * 2 * 3,
+        "next_action": len(next_action.SETS) * 2,
         "recall": 6,
         "agent": len(SETS) * 2,
         "anthropic": 6,

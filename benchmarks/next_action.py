@@ -45,7 +45,7 @@ import re
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -274,7 +274,8 @@ def _halves(n: int) -> dict[str, slice]:
     return {"tune": slice(0, tune), "other": slice(tune, None), "all": slice(None)}
 
 
-def _load(data: Path, name: str, limit: int) -> list[list[Message]]:
+def load(data: Path, name: str, limit: int) -> list[list[Message]]:
+    """The first ``limit`` conversations (0: all) of one data set."""
     lines = (data / f"{name}.jsonl").read_text(encoding="utf-8").splitlines()
     return [from_openai(json.loads(line)["messages"]) for line in lines if line.strip()][
         : limit or None
@@ -282,7 +283,7 @@ def _load(data: Path, name: str, limit: int) -> list[list[Message]]:
 
 
 def run_support(
-    convs: list[list[Message]], budgets: list[int], methods: list[str]
+    convs: list[list[Message]], budgets: Sequence[int], methods: Sequence[str]
 ) -> Iterator[tuple[int, str, str, dict[str, Any]]]:
     """(budget, half, method, summary) for each budget and method."""
     for budget in budgets:
@@ -317,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
     if data is None:
         return 0
     report: dict[str, Any] = {"support": {}, "tool_inputs": {}}
-    loaded = {name: _load(data, name, args.limit) for name in args.datasets}
+    loaded = {name: load(data, name, args.limit) for name in args.datasets}
     print("Next-action support\n")
     print("| data set | budget | half | method | support | mean per conv | calls | median ms |")
     print("|---|---|---|---|---|---|---|---|")
