@@ -266,9 +266,6 @@ def _f(x: float | None, fmt: str = ".3f") -> str:
     return "-" if x is None else format(x, fmt)
 
 
-HALVES = ("tune", "other", "all")
-
-
 def _halves(n: int) -> dict[str, slice]:
     tune = n // 2
     return {"tune": slice(0, tune), "other": slice(tune, None), "all": slice(None)}
