@@ -88,9 +88,7 @@ def test_the_report_and_plots(bench, tmp_path):
 def test_the_recorded_baseline_covers_every_stage(bench):
     recorded = json.loads((REPO / "benchmarks" / "baseline.json").read_text())["tiny"]
     stages = {key.split("|")[0] for key in recorded}
-    assert stages == {
-        "compare", "replay", "next_action", "recall", "agent", "anthropic", "logs"
-    }
+    assert stages == {"compare", "replay", "next_action", "recall", "agent", "anthropic", "logs"}
     assert all(floors["fit"] in (None, 1.0) for floors in recorded.values())
 
 

@@ -101,9 +101,11 @@ def looks_indentation_sensitive(text: str) -> bool:
 # ------------------------------------------------------------------------- json
 
 
-def minify_json(text: str) -> str | None:
-    """The same JSON value with no insignificant whitespace, or ``None`` if ``text`` is
-    not a JSON object or array (or is already minimal)."""
+def minify_json(text: str, *, spaced: bool = False) -> str | None:
+    """The same JSON value with no insignificant whitespace (``spaced``: in the form
+    chat clients write tool-call arguments, ``json.dumps``'s default, a space after
+    each ``,`` and ``:``), or ``None`` if ``text`` is not a JSON object or array or
+    that form is no shorter."""
     s = text.strip()
     if len(s) < 2 or s[0] not in "[{":
         return None
@@ -111,7 +113,7 @@ def minify_json(text: str) -> str | None:
         value = json_loads(s)
     except ValueError:
         return None
-    out = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    out = json.dumps(value, ensure_ascii=False, separators=(", ", ": ") if spaced else (",", ":"))
     return out if len(out) < len(text) else None
 
 

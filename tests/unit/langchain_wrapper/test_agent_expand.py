@@ -14,7 +14,8 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 import ctxfold
-from langchain_ctx import CompressionMiddleware
+from conftest import example_conversations
+from langchain_ctx import CompressionMiddleware, from_langchain, to_langchain
 from langchain_ctx.testing import ScriptedChatModel
 
 pytestmark = pytest.mark.filterwarnings("error::DeprecationWarning")
@@ -238,3 +239,21 @@ def test_a_fraction_without_the_models_window_says_to_pass_tokens() -> None:
 def test_a_bad_budget_fails_when_the_middleware_is_made(budget: Any) -> None:
     with pytest.raises(ctxfold.ConfigurationError):
         CompressionMiddleware(budget=budget)
+
+
+def test_calls_kept_in_a_compressed_history_cost_what_langchain_sends() -> None:
+    # LangChain keeps tool-call arguments as objects and writes them back with
+    # json.dumps's default form: arguments compacted further were counted a token
+    # short per call, and a view filled to its budget went over it.
+    counter = ctxfold.TiktokenCounter()
+    checked = 0
+    for _, msgs in example_conversations():
+        for share in (0.5, 0.25, 0.1):
+            budget = counter.count_messages(msgs[:1]) + int(share * counter.count_messages(msgs))
+            out = ctxfold.compress(to_langchain(msgs), budget=budget).messages
+            for m in from_langchain(list(out)):
+                if m.tool_calls:
+                    back = from_langchain(to_langchain([m]))[0]
+                    assert counter.count_message(back) == counter.count_message(m), m.tool_calls
+                    checked += 1
+    assert checked >= 5

@@ -117,3 +117,10 @@ def test_round_trip_on_adversarial_text(text):
     book = Codebook({"D0": "marshmallow", "P0": "/usr/lib/python3/"})
     encoded, _ = book.encode(text)
     assert book.decode(encoded) == text
+
+
+def test_spaced_minify_writes_arguments_as_chat_clients_do():
+    pretty = '{\n  "path": "src/app.py",\n  "line": 12\n}'
+    assert minify_json(pretty, spaced=True) == '{"path": "src/app.py", "line": 12}'
+    assert minify_json('{"path": "src/app.py"}', spaced=True) is None  # no shorter
+    assert minify_json('{"path":"src/app.py"}', spaced=True) is None  # already compact

@@ -389,12 +389,15 @@ def echo_of(role: str) -> float:
 def _calls(
     m: Message, layers: Layers
 ) -> tuple[tuple[ToolCall, ...], list[str], list[tuple[str, str]]]:
-    """The message's tool calls (arguments minified), their texts, and the identifiers
-    they act on (counted twice: what the assistant acted on matters)."""
+    """The message's tool calls (arguments minified in the form clients write them, so
+    that a wrapper that keeps arguments as objects, as LangChain does, sends what was
+    counted), their texts, and the identifiers they act on (counted twice: what the
+    assistant acted on matters)."""
     calls = m.tool_calls
     if layers.json and calls:
         calls = tuple(
-            ToolCall(c.id, c.name, minify_json(c.arguments) or c.arguments, c.type) for c in calls
+            ToolCall(c.id, c.name, minify_json(c.arguments, spaced=True) or c.arguments, c.type)
+            for c in calls
         )
     texts = [f"{c.name}({c.arguments})" for c in calls]
     return calls, texts, call_identifiers(calls)
