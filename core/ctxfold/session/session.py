@@ -50,7 +50,6 @@ from ..reversible.rounds import RoundSettings
 from ..reversible.tool import ExpandTool, Search
 from ..storage.store import MemoryStore, VerbatimStore, deleting, get_session_store, session_store
 from ..strategies.base import check_budget, check_share
-from ..strategies.newest import cut_newest
 from ..tokens import TokenCounter, get_counter
 from .fold import Counts, Fold, compact, open_start
 from .log import SessionLog
@@ -522,8 +521,7 @@ class Session(SessionState):
 
     def _compact(self, budget: int, asked: int, fill: Fill) -> None:
         """Compact as ``fill`` says: to the low-water mark, or to the whole ``budget``
-        (also when what must be kept does not fit lower, and when the newest unit would
-        be cut in place there: it is shown whole wherever it fits)."""
+        (also when what must be kept does not fit lower)."""
         history = self._history
         cut = open_start(history, self._upto())
         waiting = self._cum[-1] - self._cum[cut]  # a call still waiting for its results
@@ -533,7 +531,6 @@ class Session(SessionState):
         whole = self._fold is None and cut == len(history)  # its own word rarity
         rarity = None if whole else WordCounts(len(history), MappingProxyType(self._words))
         tokens = self._tokens(self._upto(), cut)  # what it takes in: given, then stored
-        lower: Fold | None = None  # a compaction below ``room`` that cut the newest unit
         for target in dict.fromkeys((min(low, room), room)):
             if target <= 0:
                 continue
@@ -551,11 +548,6 @@ class Session(SessionState):
                 )
             except BudgetError as exc:
                 error = exc
-                if lower is None:
-                    continue
-                fold = lower
-            if target < room and cut_newest(fold.decisions):
-                lower = fold
                 continue
             fold = replace(fold, room=asked, filled=self.cache_stable and fill is Fill.ROOM)
             self._log.add_fold(fold, Counts(tokens, self._counted_by()))

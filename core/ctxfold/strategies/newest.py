@@ -9,13 +9,12 @@ valid), to :data:`CUT_SHARE` of the room, rather than folded into a note."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 
 from .._json import loads as json_loads
 from ..contract import Conversation
 from ..messages import Message, ToolCall
-from ..result import Decision
 from ..text.scoring import shorten
 from ..tokens import TokenCounter
 from ..units import Unit
@@ -25,7 +24,6 @@ __all__ = [
     "MIN_ARGUMENT_CUT",
     "SHORTENED",
     "cut_in_place",
-    "cut_newest",
     "shown_newest",
 ]
 
@@ -56,11 +54,6 @@ def shown_newest(
     if conv.cost(newest) <= room - head - carried:
         return {}
     return cut_in_place(conv, newest, int(CUT_SHARE * (room - head)))
-
-
-def cut_newest(trace: Iterable[Decision]) -> bool:
-    """Whether a compaction's ``trace`` shows the newest unit cut in place."""
-    return any(d.reason == SHORTENED for d in trace)
 
 
 def cut_in_place(conv: Conversation, unit: Unit, target: int) -> dict[int, Message]:

@@ -739,31 +739,6 @@ def test_a_newest_result_that_fits_the_budget_is_rendered_whole_as_compress_give
     assert list(ctxfold.expand(rendered, store=store).messages) == msgs
 
 
-def test_a_low_water_compaction_never_cuts_a_newest_result_that_fits_the_budget() -> None:
-    """Compacting to the low-water mark (half the budget here) would cut a newest
-    result of 55% of the room in place: the session compacts to the whole budget
-    instead, the result byte for byte, the rest reversible."""
-    msgs = _tool_loop(6, 30)
-    budget = 1500
-    room = budget - COUNTER.count_messages(msgs[:1]) - 20  # ``Policy.note_overhead``
-    call = Message("assistant", "Run the tests.", tool_calls=(ctxfold.ToolCall("z", "bash", "{}"),))
-    result = Message("tool", "", tool_call_id="z")
-    while COUNTER.count_message(call) + COUNTER.count_message(result) < 0.55 * room:
-        result = Message(
-            "tool", result.text + f"test_{len(result.text)} FAILED\n", tool_call_id="z"
-        )
-    store = MemoryStore()
-    session = Session(budget=budget, store=store, low_water=0.5)
-    session.add(msgs)
-    session.render()  # a first render fills the budget; the next compaction is to low water
-    session.add([call, result])
-    rendered = session.render()
-    out = list(rendered.messages)
-    assert out[-2:] == [call, result] and COUNTER.count_messages(out) <= budget
-    assert not turn_order_problems(out)
-    assert list(ctxfold.expand(rendered, store=store).messages) == [*msgs, call, result]
-
-
 def test_a_render_announces_itself_with_the_stats_compress_gives() -> None:
     msgs = _tool_loop(12, 30)
     seen: list[ctxfold.CompressionResult] = []
@@ -883,7 +858,7 @@ def test_reopening_takes_the_token_counts_its_compactions_stored() -> None:
     again = Session.load("r", store=store, budget=2000, counter=_counting(counted))
     shown = {m.text for m in again._fold.prefix if m.text}
     hidden = {m.text for m in msgs[: s.folded] if m.text} - shown
-    assert len(hidden & set(counted)) <= folds < len(hidden) // 3  # one of each at most
+    assert len(hidden & set(counted)) <= folds < len(hidden) // 4  # one of each at most
     assert _wire(again.render()) == _wire(last)
     assert again.render().trace == s.render().trace
     assert again.render().stats.tokens_before == s.counter.count_messages(msgs)
