@@ -243,11 +243,10 @@ class ThreadViews:
         follow yet, and never another thread's."""
         with self._lock:
             state = self._threads.get(thread)
-        follower = state.follower if state is not None else None
-        if follower is None:
+        if state is None or state.follower is None:
             return ""
         with state.lock:
-            return follower.session.search(query, max_tokens)
+            return state.follower.session.search(query, max_tokens)
 
     def _state(self, thread: Hashable) -> _Thread:
         with self._lock:
