@@ -31,18 +31,14 @@ from ..exceptions import (
     SessionNotFoundError,
 )
 from ..formats import CTXFOLD, PLAIN, read_messages
-from ..messages import Message, uses_tools
+from ..messages import Message
 from ..models.embedders import get_embedder
 from ..pipeline import Call, compact_into, opened, recall_room, recalled
 from ..recall import (
-    AGENT_SHARE,
-    CHAT_SHARE,
     Query,
-    RecallIndex,
     check_query,
     resolve_query,
     search,
-    wanted,
 )
 from ..result import CompressionResult, Decision
 from ..reversible.expand import Expansion, expand
@@ -592,36 +588,3 @@ class Session(SessionState):
             given=self._given,
             store=self._log.store,
         )
-
-    def _pack(self) -> None:
-        """Pack what the current compaction folded (see :class:`History`): it is read
-        again only on demand, and the recall index has read it by now."""
-        self._history.pack(self._upto())
-        self._originals.pack(self._upto())
-
-    def _wanted(self, query: str, share: float, budget: int, fill: Fill) -> int:
-        """The room (at most ``share`` of ``budget``) what ``query`` recalls wants
-        made for it: none for a compaction to the low-water mark, whose recall takes
-        only the room the view leaves free."""
-        if fill is Fill.LOW_WATER:
-            return 0
-        n = len(self._history) - 1  # the newest message is never its own source
-        index, cap = self._recall_index(), int(share * budget)
-        return wanted(index, query, until=n, cap=cap, counter=self.counter)
-
-    def _recall_index(self) -> RecallIndex:
-        """The recall index, caught up with the history: on each render of a session
-        that may recall, not on every add (an agent's session, which recalls nothing
-        by default, never pays for it)."""
-        index, history = self._index, self._history
-        if len(index) < len(history):
-            index.extend(history[len(index) :])
-        return index
-
-    def _agentic_share(self) -> float:
-        """The default recall share for the history so far (see ``recall_share``)."""
-        if not self._agentic:
-            seen = self._history[self._agentic_seen :]
-            self._agentic = uses_tools(seen)
-            self._agentic_seen = len(self._history)
-        return AGENT_SHARE if self._agentic else CHAT_SHARE

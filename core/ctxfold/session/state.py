@@ -1,7 +1,7 @@
 """What a session holds in memory: its history as the model sees it (and, with
 ``redact``, as added), the running token counts, the current compaction and its trace,
-and how messages and compactions enter it (:class:`ctxfold.session.Session` builds on
-it)."""
+how messages and compactions enter it, and its recall index, caught up on demand
+(:class:`ctxfold.session.Session` builds on it)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from typing import Any
 
 from .._state import OwnMemo
 from ..formats import CTXFOLD, MessageFormat
-from ..messages import Message
+from ..messages import Message, uses_tools
 from ..models.embedders import Embedder
-from ..recall import RecallIndex
+from ..recall import AGENT_SHARE, CHAT_SHARE, RecallIndex, wanted
 from ..result import Decision, Trace
 from ..reversible.redaction import redact
 from ..text.scoring import content_words
@@ -165,3 +165,36 @@ class SessionState:
             start = exchange_start(self._history, self._upto())
             before = self._view_tokens() - (self._cum[-1] - self._cum[start])
         return fill_for(self.cache_stable, before, budget, unsettled=unsettled)
+
+    def _pack(self) -> None:
+        """Pack what the current compaction folded (see :class:`History`): it is read
+        again only on demand, and the recall index has read it by now."""
+        self._history.pack(self._upto())
+        self._originals.pack(self._upto())
+
+    def _wanted(self, query: str, share: float, budget: int, fill: Fill) -> int:
+        """The room (at most ``share`` of ``budget``) what ``query`` recalls wants
+        made for it: none for a compaction to the low-water mark, whose recall takes
+        only the room the view leaves free."""
+        if fill is Fill.LOW_WATER:
+            return 0
+        n = len(self._history) - 1  # the newest message is never its own source
+        index, cap = self._recall_index(), int(share * budget)
+        return wanted(index, query, until=n, cap=cap, counter=self.counter)
+
+    def _recall_index(self) -> RecallIndex:
+        """The recall index, caught up with the history: on each render of a session
+        that may recall, not on every add (an agent's session, which recalls nothing
+        by default, never pays for it)."""
+        index, history = self._index, self._history
+        if len(index) < len(history):
+            index.extend(history[len(index) :])
+        return index
+
+    def _agentic_share(self) -> float:
+        """The default recall share for the history so far (see ``recall_share``)."""
+        if not self._agentic:
+            seen = self._history[self._agentic_seen :]
+            self._agentic = uses_tools(seen)
+            self._agentic_seen = len(self._history)
+        return AGENT_SHARE if self._agentic else CHAT_SHARE
