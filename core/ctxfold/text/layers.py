@@ -4,8 +4,9 @@
 - ``whitespace``: trailing spaces, runs of blank lines and (in prose) runs of spaces;
   indentation and anything inside JSON strings are never touched.
 - ``json``: JSON documents and tool-call arguments are minified (same value).
-- ``truncate``: a very long tool result keeps its head, its tail and its error lines,
-  with a marker saying how much was cut.
+- ``truncate``: a very long tool result keeps its head, its tail and, between them, the
+  lines that stand out (errors, lines unlike the rest), with a marker saying how many
+  lines like the others were cut.
 - ``codebook`` / ``path_aliases``: frequent phrases and path prefixes replaced by short
   codes (``§`` plus two characters), with a header listing the codes used;
   :func:`decode` gives back exactly the input.
@@ -29,6 +30,7 @@ __all__ = [
     "Codebook",
     "Layers",
     "decode",
+    "distinctness",
     "minify_json",
     "normalize_whitespace",
     "truncate_observation",
@@ -49,6 +51,19 @@ class Layers:
     codebook: bool = False
     static_codebook: bool = False
     path_aliases: bool = False
+
+    def cut(self, text: str, named: re.Pattern[str] | None = None) -> str | None:
+        """What the ``truncate`` layer leaves of a tool result's ``text`` (see
+        :func:`truncate_observation`); ``None`` when the layer is off or leaves it be."""
+        if not self.truncate:
+            return None
+        return truncate_observation(
+            text,
+            max_lines=self.truncate_lines,
+            head=self.truncate_head,
+            tail=self.truncate_tail,
+            named=named,
+        )
 
     def __post_init__(self) -> None:
         for name in ("truncate_lines", "truncate_head", "truncate_tail"):
@@ -120,20 +135,90 @@ def minify_json(text: str, *, spaced: bool = False) -> str | None:
 # --------------------------------------------------------------------- truncation
 
 
-def truncate_observation(text: str, *, max_lines: int, head: int, tail: int) -> str | None:
-    """Keep ``head`` and ``tail`` lines and the error lines between; ``None`` if short."""
+_PLAIN = re.compile(r"[A-Za-z0-9_]+")
+_NUMBERS = re.compile(r"\d+")
+#: A line with this many words few other lines have is distinctive.
+_DISTINCT_WORDS = 2
+#: A word at most one line in this many has (and at most two lines) is rare.
+_RARE_IN = 50
+#: What a line like most others is worth, against a distinctive one.
+REPEATED_LINE = 0.3
+
+
+def distinctness(segments: Sequence[str]) -> list[float]:
+    """How much each of many ``segments`` (the lines of one message) is worth for being
+    unlike the rest: 1 for a line with at least two plain words (letters only: no
+    number, id or name with digits or underscores, which every line of a log varies)
+    that at most one line in fifty has, ``REPEATED_LINE`` for a line all of whose plain
+    words many others have (the thousand INFO lines around one ERROR), in between for
+    one such word. A line with no plain word (``  |  ^~~~``) is repeated when many
+    others read the same but for their numbers. The error, the failing test and the
+    odd event stand out."""
+    plain = [{w for w in _PLAIN.findall(seg) if len(w) >= 3 and w.isalpha()} for seg in segments]
+    df: Counter[str] = Counter()
+    for words in plain:
+        df.update(words)
+    rare = max(2, len(segments) // _RARE_IN)
+    bare = Counter(
+        _NUMBERS.sub("#", seg.strip())
+        for seg, words in zip(segments, plain, strict=True)
+        if not words
+    )
+    out: list[float] = []
+    for seg, words in zip(segments, plain, strict=True):
+        if not words:
+            alike = bare[_NUMBERS.sub("#", seg.strip())] > rare
+            out.append(REPEATED_LINE if alike else 1.0)
+            continue
+        distinct = sum(df[w] <= rare for w in words)
+        share = min(distinct, _DISTINCT_WORDS) / _DISTINCT_WORDS
+        out.append(REPEATED_LINE + (1.0 - REPEATED_LINE) * share)
+    return out
+
+
+#: What only warns: a warning or a deprecation, not an error.
+_WARNS = ("warning", "deprecat")
+
+
+def _severe(line: str) -> bool:
+    """Whether ``line`` reports an error, not only a warning."""
+    return any(not m.group(0).lower().startswith(_WARNS) for m in ERROR_LINE.finditer(line))
+
+
+def _never(_: str) -> None:
+    """No match (for a line when no identifiers are named)."""
+    return None
+
+
+def truncate_observation(
+    text: str, *, max_lines: int, head: int, tail: int, named: re.Pattern[str] | None = None
+) -> str | None:
+    """Keep ``head`` and ``tail`` lines and, between them, the lines that stand out:
+    errors and lines ``named`` matches (the identifiers the task names) first, then
+    lines unlike the rest (:func:`distinctness`), then warnings, at most ``max_lines``
+    in all, each group's first ones; the lines like the others are cut, with a marker
+    saying how many. ``None`` if the text has ``max_lines`` lines or fewer."""
     lines = text.splitlines(keepends=True)
     if len(lines) <= max_lines:
         return None
     middle = lines[head : len(lines) - tail]
-    errors = [ln for ln in middle if ERROR_LINE.search(ln)][:20]
-    cut = len(middle) - len(errors)
-    cut_chars = sum(len(ln) for ln in middle) - sum(len(ln) for ln in errors)
-    marker = f"[... {cut} lines cut ({cut_chars} chars); error lines kept ...]\n"
+    search = named.search if named is not None else _never
+    weights = distinctness(middle)
+    rank = [  # errors and what the task names, then lines unlike the rest, then warnings
+        0 if search(ln) or _severe(ln) else 1 if w >= 1.0 else 2 if ERROR_LINE.search(ln) else 3
+        for ln, w in zip(middle, weights, strict=True)
+    ]
+    kept = sorted(
+        sorted((k for k, r in enumerate(rank) if r < 3), key=rank.__getitem__)[:max_lines]
+    )
+    cut = len(middle) - len(kept)
+    cut_chars = sum(len(ln) for ln in middle) - sum(len(middle[k]) for k in kept)
+    marker = f"[... {cut} lines like the others cut ({cut_chars} chars); the rest kept ...]\n"
     body = lines[:head]
     if body and not body[-1].endswith("\n"):
         body[-1] += "\n"
-    return "".join([*body, marker, *errors, *lines[len(lines) - tail :]])
+    shown = [middle[k] if middle[k].endswith("\n") else middle[k] + "\n" for k in kept]
+    return "".join([*body, marker, *shown, *lines[len(lines) - tail :]])
 
 
 # ------------------------------------------------------------------------ codebook

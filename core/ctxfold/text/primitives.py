@@ -18,6 +18,7 @@ from .secrets import marked, overlaps, secret_spans
 from .wordlists import word_list
 
 __all__ = [
+    "INLINE_CODE",
     "KIND_WEIGHT",
     "TokenSet",
     "find_identifiers",
@@ -170,7 +171,7 @@ KIND_WEIGHT: dict[str, float] = {
     "camel": 1.2,
 }
 
-_INLINE_CODE = re.compile(r"`([^`\n]{2,80})`")
+INLINE_CODE = re.compile(r"`([^`\n]{2,80})`")
 # A command line: a word, then arguments (starting only where a word starts: linear).
 _COMMAND = re.compile(r"(?<![\w.-])[A-Za-z][\w.-]*+ \S")
 _MATHS = re.compile(r"[≈≤≥]| [=<>*+/-]=? ")  # maths, not a command
@@ -195,7 +196,7 @@ def find_identifiers(text: str) -> Iterator[tuple[str, str, int, int]]:
     # holds none (see ``_Word``)
     secrets = secret_spans(text) if any(map(_MARKED, facts)) else ()
     if code:
-        for m in _INLINE_CODE.finditer(text):
+        for m in INLINE_CODE.finditer(text):
             inline = m.group(1).strip()
             hides = bool(secrets) and overlaps(secrets, m.start(1), m.end(1))
             if _COMMAND.match(inline) and not _MATHS.search(inline) and not hides:

@@ -14,8 +14,8 @@ from .._state import LRU, memo
 from ..contract import WordCounts
 from ..tokens import TokenCounter
 from .adapters import Piece, registry_version, split_message_text
-from .layers import minify_json
-from .primitives import KIND_WEIGHT, find_identifiers, split_lines, split_sentences
+from .layers import distinctness, minify_json
+from .primitives import INLINE_CODE, KIND_WEIGHT, find_identifiers, split_lines, split_sentences
 from .wordlists import word_list
 
 __all__ = [
@@ -32,12 +32,15 @@ __all__ = [
     "elide",
     "features",
     "found_per_piece",
+    "goal_names",
     "has_error",
     "mentions_decision",
     "says_little",
     "score",
     "segments_of",
+    "severe",
     "shorten",
+    "standing",
 ]
 
 _STOP = word_list("stop_words")
@@ -65,6 +68,7 @@ class ScoreContext:
     idf: dict[str, float] = field(default_factory=dict)
     goal: frozenset[str] = frozenset()
     repeated_later: frozenset[str] = frozenset()
+    named: re.Pattern[str] | None = None  # the identifiers the goal names, whole
 
     @classmethod
     def build(cls, documents: Sequence[str], goal: str = "") -> ScoreContext:
@@ -87,7 +91,31 @@ class ScoreContext:
             for w, c in df.items():
                 df[w] = max(c, whole.get(w, 0))
         idf = {w: min(math.log((n + 1) / (c + 0.5)), 4.0) for w, c in df.items()}
-        return cls(idf=idf, goal=content_words(goal))
+        return cls(idf=idf, goal=content_words(goal), named=goal_names(goal))
+
+
+#: At most this many identifiers of a goal are looked for in every segment (a long
+#: goal, a whole issue pasted in, names more; its longest, the most specific, count).
+_GOAL_NAMES = 24
+#: How much more a segment that names one of them, whole, is worth: a line of a search
+#: result or a log is worth keeping when the task names what it shows
+#: (``budget_batch``), well above the lines about its neighbours (``budget_ms``,
+#: ``max_batch``), however like the others it looks.
+GOAL_NAME = 3.0
+
+
+def goal_names(goal: str) -> re.Pattern[str] | None:
+    """A pattern matching, as a whole word, any identifier ``goal`` names (its
+    identifiers and what it quotes in backticks); ``None`` when it names none."""
+    if not goal:
+        return None
+    names = {v for _, v, _, _ in find_identifiers(goal)} | set(INLINE_CODE.findall(goal))
+    names = {v.strip() for v in names if len(v.strip()) >= 3}
+    if not names:
+        return None
+    chosen = sorted(names, key=lambda v: (-len(v), v))[:_GOAL_NAMES]
+    alternatives = "|".join(map(re.escape, chosen))
+    return re.compile(rf"(?<![\w.-])(?:{alternatives})(?![\w-])")
 
 
 _CONTENT = re.compile(r"[a-z][a-z-]+[a-z]")
@@ -117,8 +145,13 @@ _ANY_DIGIT = re.compile(r"\d")
 
 
 def has_error(low: str) -> bool:
-    """Whether lower-cased text mentions an error or failure (substring tests, several
-    times faster than a regex alternation)."""
+    """Whether lower-cased text mentions an error, a failure or a warning (substring
+    tests, several times faster than a regex alternation)."""
+    return severe(low) or "warning" in low or "deprecat" in low
+
+
+def severe(low: str) -> bool:
+    """Whether lower-cased text mentions an error or a failure, not only a warning."""
     return (
         "error" in low
         or "fail" in low
@@ -137,11 +170,15 @@ def has_error(low: str) -> bool:
         or "segmentation fault" in low
         or "timed out" in low
         or "timeout" in low
-        or "warning" in low
-        or "deprecat" in low
         or "exit code" in low
         or "exit status" in low
     )
+
+
+#: What a segment gains for an error or a failure, and for a warning alone: a build's
+#: hundreds of warnings must not bury its one error.
+ERROR_GAIN = 1.5
+WARNING_GAIN = 0.5
 
 
 # Decisions, matched on lower-cased text without word boundaries: a little looser than
@@ -223,10 +260,12 @@ def segment_features(
     found: Sequence[tuple[str, str, int, int]],
     flags: Flags = ALL_FLAGS,
     weight: float = 1.0,
+    standing: Sequence[float] | None = None,
 ) -> list[Features]:
     """:func:`features` of each segment of one piece, in one pass: ``found`` holds the
     piece's identifiers in order, as ``(kind, value, start, end)`` with offsets into
-    the concatenated segments (each counts where it starts)."""
+    the concatenated segments (each counts where it starts); ``standing`` scales each
+    segment's worth (see :func:`standing`)."""
     content_of, numbers_of, any_digit = _CONTENT.findall, _NUMBER.finditer, _ANY_DIGIT.search
     capitals = _CAPITAL.findall if flags.capital else None
     decision = mentions_decision if flags.decision else None
@@ -249,7 +288,7 @@ def segment_features(
         caps = capitals(seg) if capitals else None
         names = tuple([w for w in map(str.lower, caps) if w not in stop][:8]) if caps else ()
         if error and has_error(low):
-            base += 1.5
+            base += ERROR_GAIN if severe(low) else WARNING_GAIN
         if decision and decision(low):
             base += 0.4
         factor = weight
@@ -259,6 +298,30 @@ def segment_features(
         if stripped[-1:] == "?":
             factor *= 0.6  # a question asks; the answer holds the fact
         out.append(Features(content, base, factor, bool(numbers or ids), stripped, names))
+    if standing is not None:
+        out = [f._replace(factor=f.factor * k) for f, k in zip(out, standing, strict=True)]
+    return out
+
+
+#: A message of at least this many segments (a log, a test run, a search result) ranks
+#: its lines against each other too (see :func:`standing`).
+_MANY_LINES = 20
+
+
+def standing(segments: Sequence[Sequence[str]]) -> list[Sequence[float] | None]:
+    """For each piece's ``segments`` of one message, how much each is worth for being
+    unlike the message's other segments (:func:`.layers.distinctness`, over all its
+    pieces: an adapter may split a log into a piece per error line); ``None`` each for
+    a message of fewer than ``_MANY_LINES`` segments."""
+    flat = [seg for segs in segments for seg in segs]
+    if len(flat) < _MANY_LINES:
+        return [None] * len(segments)
+    weights = distinctness(flat)
+    out: list[Sequence[float] | None] = []
+    at = 0
+    for segs in segments:
+        out.append(weights[at : at + len(segs)])
+        at += len(segs)
     return out
 
 
@@ -284,6 +347,7 @@ def column_scores(
     """:func:`combine` of many segments' features, given as columns (as a memo keeps
     them: no :class:`Features` made, nor a call, for each)."""
     get, goal, repeated = ctx.idf.get, ctx.goal, ctx.repeated_later
+    named_in_goal = ctx.named.search if ctx.named is not None else None
     out: list[float] = []
     rows = zip(content, base, factor, signal, line, names, strict=True)
     for words, s, times, signals, text, named in rows:
@@ -297,6 +361,8 @@ def column_scores(
         if goal and not goal.isdisjoint(words):
             s += 0.8 * len(goal.intersection(words))
         s *= times
+        if named_in_goal is not None and named_in_goal(text):
+            s *= GOAL_NAME
         if repeated and text in repeated:
             s *= 0.1  # the same line is shown again later
         out.append(s)
@@ -449,8 +515,9 @@ def _shorten(text: str, max_tokens: int, counter: TokenCounter, goal: str) -> st
     ctx = ScoreContext.build(flat, goal)
     per_piece = found_per_piece(pieces, text)  # identifiers found once, not per sentence
     values: list[list[float]] = []
-    for segs, ids in zip(segments, per_piece, strict=True):
-        feats = segment_features(segs, ids)
+    stand = standing(segments)
+    for segs, ids, st in zip(segments, per_piece, stand, strict=True):
+        feats = segment_features(segs, ids, standing=st)
         scored = zip(segs, combine_all(feats, ctx), strict=True)
         values.append([v / max(len(s), 12) for s, v in scored])
     tiled = "".join(p.text for p in pieces) == text  # then the pieces' ids are the text's

@@ -11,12 +11,15 @@ from hypothesis import strategies as st
 from ctxfold import ConfigurationError, Layers, decode, get_counter
 from ctxfold.text import Codebook
 from ctxfold.text.layers import (
+    REPEATED_LINE,
     CodebookError,
     build_codebook,
+    distinctness,
     minify_json,
     normalize_whitespace,
     truncate_observation,
 )
+from ctxfold.text.scoring import goal_names
 
 
 def test_whitespace_keeps_indentation_and_collapses_prose_runs():
@@ -44,8 +47,44 @@ def test_truncation_keeps_head_tail_and_errors_with_a_marker():
     assert out is not None
     assert out.startswith("line 0\n") and out.endswith("line 299\n")
     assert "ERROR: disk full at /var/data" in out
-    assert "[... 284 lines cut (" in out
+    assert "[... 284 lines like the others cut (" in out
     assert truncate_observation("short\n", max_lines=100, head=10, tail=5) is None
+
+
+def _access_log(n: int = 600) -> list[str]:
+    """Request-log lines alike but for their numbers and ids, as a service prints them."""
+    routes = ("billing/{}/rates", "orders/{}/items", "notify/{}/schedules")
+    return [
+        f"2025-03-11T02:{k % 60:02d}:17Z INFO [{k * 7919:012x}] GET /api/v1/"
+        + routes[k % 3].format(10_000 + k * 37)
+        + f" 200 {k % 900}ms\n"
+        for k in range(n)
+    ]
+
+
+def test_truncation_keeps_the_lines_unlike_the_rest_and_cuts_those_alike():
+    """A log of 600 lines alike hides one odd line with no error word in it and one
+    naming what the task asks about: both survive the cut, the alike lines do not."""
+    lines = _access_log()
+    lines[233] = "2025-03-11T02:13:17Z WARN pool exhausted: retrying upstream connection\n"
+    lines[411] = lines[411].replace("GET", "GET budget_batch")
+    out = truncate_observation(
+        "".join(lines), max_lines=150, head=10, tail=5, named=goal_names("read `budget_batch`")
+    )
+    assert out is not None
+    assert lines[233] in out and lines[411] in out
+    assert lines[300] not in out  # an alike line from the middle
+    assert out.count("\n") < 40  # head, tail, marker and the two
+    without = truncate_observation("".join(lines), max_lines=150, head=10, tail=5)
+    assert without is not None and lines[411] not in without  # named only by the task
+
+
+def test_distinctness_ranks_an_odd_line_above_its_many_alike_neighbours():
+    lines = _access_log(200)
+    lines[50] = "Traceback: KeyError merchant token missing in handler\n"
+    weights = distinctness(lines)
+    assert weights[50] == 1.0
+    assert max(w for k, w in enumerate(weights) if k != 50) == REPEATED_LINE
 
 
 def test_layer_settings_are_checked():

@@ -64,6 +64,8 @@ _BUILT_AT_RUN_TIME: dict[str, Callable[[], list[re.Pattern[str]]] | None] = {
     # Masks a store spec's credentials in a driver's error message (escaped literals):
     # never message text.
     "ctxfold.storage.spec:scrub": None,
+    # The identifiers a task names, as escaped literals between fixed look-arounds.
+    "ctxfold.text.scoring:goal_names": lambda: _goal_patterns(),
 }
 _RUNNERS = frozenset(
     {"compile", "search", "match", "fullmatch", "finditer", "findall", "sub", "subn", "split"}
@@ -75,6 +77,17 @@ def _codebook_patterns() -> list[re.Pattern[str]]:
 
     samples = ("aaaaaaaaaaaa", "a-a-a-a-a-a-", "src/app/models/", "key=value", " -- ")
     return [_boundary_pattern(p) for p in (*STATIC_CODEBOOK, *samples)]
+
+
+def _goal_patterns() -> list[re.Pattern[str]]:
+    from ctxfold.text.scoring import goal_names
+
+    tasks = (
+        "Find every place that reads `budget_batch` in src/app/config.py",
+        "Fix a-a-a-a-a in `aaaaaaaaaaaa` and x.y.z.w, see HAT039 and credit_card_4421486",
+        " ".join(f"name_{k} `code {k}` v{k}.py" for k in range(40)),
+    )
+    return [p for p in map(goal_names, tasks) if p is not None]
 
 
 def _modules() -> list[ModuleType]:

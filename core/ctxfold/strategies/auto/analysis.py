@@ -4,6 +4,7 @@ that the next turn re-analyses only new messages."""
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -22,7 +23,6 @@ from ...text.layers import (
     maybe_whitespace,
     minify_json,
     normalize_whitespace,
-    truncate_observation,
 )
 from ...text.primitives import find_identifiers, json_strings, json_values
 from ...text.scoring import (
@@ -35,6 +35,7 @@ from ...text.scoring import (
     found_per_piece,
     segment_features,
     segments_of,
+    standing,
 )
 from .policy import POLICY
 
@@ -162,6 +163,11 @@ _LINES: LRU[Stored] = memo(8_000)
 #: compaction that wrote it and by the next compaction, never again (the next note
 #: replaces it), so a few are kept apart, not thousands of messages' worth of them.
 _NOTES: LRU[Stored] = memo(16)
+#: Every character ``str.splitlines`` breaks at (one of them counted per line: no
+#: message the layers cut is taken for one they leave be).
+_LINE_BREAKS = ("\n", "\r", "\v", "\f", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")
+#: What the layers leave of long tool results (see :meth:`Analyzer.cut`).
+_CUTS: LRU[str | None] = memo(512)
 
 _COLUMNS = len(Columns._fields)
 #: Where a stored analysis keeps each field (its features' and its calls' features'
@@ -219,14 +225,44 @@ def _rows(flat: Iterable[Any], width: int) -> tuple[Any, ...]:
 class Analyzer:
     """Analyses messages with one set of layers and adapters."""
 
-    def __init__(self, layers: Layers, adapters: Sequence[FormatAdapter] | None) -> None:
+    def __init__(
+        self,
+        layers: Layers,
+        adapters: Sequence[FormatAdapter] | None,
+        named: re.Pattern[str] | None = None,
+    ) -> None:
         self.layers = layers
         self.adapters = adapters
+        self.named = named  # the identifiers the task names: a long tool output keeps
+        # the lines that name them (see ``truncate_observation``)
         self._key = (-1, -1)  # (registry version, config number), made on first use
 
+    def truncates(self, m: Message) -> bool:
+        """Whether the layers cut ``m`` (a tool result of many lines): what is left of
+        it depends on the identifiers the task names."""
+        layers = self.layers
+        return (
+            layers.truncate
+            and m.role == "tool"
+            and isinstance(m.content, str)
+            and sum(map(m.content.count, _LINE_BREAKS)) >= layers.truncate_lines
+        )
+
+    def cut(self, m: Message) -> str | None:
+        """What the layers leave of a long tool result's text (its lines that stand
+        out, see ``truncate_observation``); ``None`` for a message they do not cut.
+        Memoized: a compaction's horizon glances at it every time."""
+        if not self.truncates(m):
+            return None
+        named = self.named
+        key = (m.fingerprint, self._config(), named.pattern if named is not None else "")
+        return _CUTS.cached(key, self.layers.cut, m.text, named)
+
     def __call__(self, m: Message, tok: int) -> Analysis:
-        """What does not depend on the rest of the conversation, cached by content."""
-        key = (m.fingerprint, tok, self._config())
+        """What does not depend on the rest of the conversation, cached by content (and,
+        for a tool result the layers cut, by what the task names)."""
+        named = self.named.pattern if self.named is not None and self.truncates(m) else ""
+        key = (m.fingerprint, tok, self._config(), named)
         lines = tok >= POLICY.note_lines_from and isinstance(m.content, str) and is_note(m)
         table = _NOTES if lines else _ANALYSES
         stored = table.get(key)
@@ -253,7 +289,7 @@ class Analyzer:
         text = m.content if isinstance(m.content, str) else m.text
         cpt = max(len(text) + sum(len(t) for t in call_texts), 1) / max(tok - 3, 1)
         draft = _Draft(text, max(cpt, 1.0), identifiers)
-        draft.apply_layers(self.layers, m.role)
+        draft.apply_layers(self.layers, m.role, self.named)
         pieces = self._pieces(draft)
         segments, feats = _segments(pieces, draft)
         every = list(chain.from_iterable(feats))
@@ -431,8 +467,9 @@ class _Draft:
         self.text = new
         self.reasons.append(f"layer:{layer}")
 
-    def apply_layers(self, layers: Layers, role: str) -> None:
-        """JSON minified, tool output truncated, whitespace normalized, as configured."""
+    def apply_layers(self, layers: Layers, role: str, named: re.Pattern[str] | None) -> None:
+        """JSON minified, tool output truncated (keeping the lines that name what
+        ``named`` matches), whitespace normalized, as configured."""
         text = self.text
         strings = json_strings(text) if text[:1] in "[{" else text
         self.is_json = strings is not text
@@ -443,13 +480,8 @@ class _Draft:
             mini = minify_json(self.text)
             if mini is not None:
                 self.replace_text(mini, "json")
-        if layers.truncate and role == "tool":
-            cut = truncate_observation(
-                self.text,
-                max_lines=layers.truncate_lines,
-                head=layers.truncate_head,
-                tail=layers.truncate_tail,
-            )
+        if role == "tool":
+            cut = layers.cut(self.text, named)
             if cut is not None:
                 self.identifiers += [(k, v) for k, v, _, _ in find_identifiers(self.text)]
                 self.truncated = True
@@ -467,18 +499,19 @@ def _segments(
     """Each piece's segments (sentences or lines; a preserved piece by line) and their
     features; the pieces' identifiers join the draft's."""
     segments: list[tuple[str, ...]] = []
-    feats: list[tuple[Features, ...]] = []
-    for p, found in zip(pieces, found_per_piece(pieces, draft.text), strict=True):
+    for p in pieces:
         if not p.keep:
-            segs = segments_of(p)
+            segments.append(tuple(segments_of(p)))
         elif "\n" in p.text.rstrip("\n"):
-            segs = p.text.splitlines(keepends=True)
+            segments.append(tuple(p.text.splitlines(keepends=True)))
         else:
-            segs = [p.text]
+            segments.append((p.text,))
+    feats: list[tuple[Features, ...]] = []
+    found_in = found_per_piece(pieces, draft.text)
+    for p, segs, found, st in zip(pieces, segments, found_in, standing(segments), strict=True):
         if not draft.truncated and not draft.is_json:
             draft.identifiers += [(kind, value) for kind, value, _, _ in found]
         flags = Flags.of(p.text) if len(segs) > 4 else ALL_FLAGS
         weight = p.weight * (POLICY.preserved_weight if p.keep else 1.0)
-        segments.append(tuple(segs))
-        feats.append(tuple(segment_features(segs, found, flags, weight)))
+        feats.append(tuple(segment_features(segs, found, flags, weight, st)))
     return segments, feats

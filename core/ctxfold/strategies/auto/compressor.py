@@ -9,9 +9,10 @@ from ...contract import Compaction, Conversation
 from ...exceptions import ConfigurationError
 from ...messages import ROLES, Message
 from ...models.summarizers import Summarizer, as_summarizer
-from ...result import is_note
+from ...result import from_user, is_note
 from ...text.adapters import FormatAdapter
 from ...text.layers import Layers
+from ...text.scoring import goal_names
 from ..base import BaseCompressor, CachedOptions, check_choice, check_share
 from .analysis import Analyzer
 from .assemble import Notes, savings
@@ -97,13 +98,17 @@ class AutoCompressor(BaseCompressor):
         last compaction wrote (a note is folded again, never pinned, whatever its role)."""
         analyzer = Analyzer(self.layers, self.adapters)
         for m, t in zip(messages, tokens, strict=True):
-            if m.role not in self.pin_roles or is_note(m):
+            # A tool result the layers cut is analysed by the compaction, which knows
+            # what the task names (the lines naming it are kept).
+            if (m.role not in self.pin_roles or is_note(m)) and not analyzer.truncates(m):
                 analyzer(m, t)
 
     def compact(self, conv: Conversation) -> Compaction:
         """Analyse, plan, select, assemble and fit (see :mod:`ctxfold.strategies.auto`)."""
         notes = Notes(self.note_role, self.layers)
-        fitted = fit(conv, self, Analyzer(self.layers, self.adapters), notes)
+        task = next((m.text for m in conv.messages if from_user(m)), "")
+        analyzer = Analyzer(self.layers, self.adapters, goal_names(task))
+        fitted = fit(conv, self, analyzer, notes)
         fitted = fill(fitted, conv.budget, conv.counter)
         out = summarize_note(conv, fitted, self, notes)
         out = with_weights(out, fitted)

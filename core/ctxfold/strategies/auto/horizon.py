@@ -14,7 +14,7 @@ note's list and in the words' rarity). Below the horizon, nothing changes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
@@ -29,28 +29,38 @@ from .policy import POLICY
 __all__ = ["Glance", "Horizon", "candidates", "glance", "glanced_plan", "horizon"]
 
 
+def _uncut(_: Message) -> None:
+    """No message is cut (a horizon without layers)."""
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class Glance:
     """What one pass over a message's whole text finds: enough to rank it and to count
-    its identifiers and words, nothing to select from."""
+    its identifiers and words, nothing to select from. A long tool result is judged by
+    what the layers leave of it (its lines that stand out), ``share`` of its tokens."""
 
     features: Features
     identifiers: tuple[tuple[str, str], ...]
     echo: float
+    share: float = 1.0
 
 
-def glance(m: Message, vocabulary: dict[str, str]) -> Glance:
-    """The message's glance; its words and identifiers are interned in
-    ``vocabulary`` (one string per word across the history, not one per message)."""
+def glance(m: Message, vocabulary: dict[str, str], cut: str | None = None) -> Glance:
+    """The message's glance (of ``cut``, what the layers leave of it, when they cut
+    it); its words and identifiers are interned in ``vocabulary`` (one string per word
+    across the history, not one per message)."""
     text = m.text
     found = list(find_identifiers(text))
-    f = segment_features([text], found)[0]
+    shown = found if cut is None else list(find_identifiers(cut))
+    f = segment_features([text if cut is None else cut], shown)[0]
     words = tuple(map(vocabulary.setdefault, f.content, f.content))
     ids = [(kind, value) for kind, value, _, _ in found]
     ids += call_identifiers(m.tool_calls)
     shared = tuple([(kind, vocabulary.setdefault(value, value)) for kind, value in ids])
     features = Features(words, f.base, f.factor, f.signal, "", f.names)  # not _replace: slow
-    return Glance(features, shared, echo_of(m.role))
+    share = 1.0 if cut is None else min(len(cut) / max(len(text), 1), 1.0)
+    return Glance(features, shared, echo_of(m.role), share)
 
 
 @dataclass(frozen=True)
@@ -68,41 +78,49 @@ def horizon(
     old_idx: Sequence[int],
     budget: int,
     keep: frozenset[int],
+    cut: Callable[[Message], str | None] = _uncut,
 ) -> Horizon:
     """Split the older messages ``old_idx`` at the horizon; those in ``keep`` (the
-    task, earlier notes) are always near."""
+    task, earlier notes) are always near; ``cut`` gives what the layers leave of a
+    message they cut."""
     reach = max(POLICY.horizon * budget, POLICY.horizon_floor)
     seen = 0
-    cut = 0  # old_idx[:cut] lie past the horizon
+    past = 0  # old_idx[:past] lie past the horizon
     for k in range(len(old_idx) - 1, -1, -1):
         seen += tokens[old_idx[k]]
         if seen > reach:
-            cut = k + 1
+            past = k + 1
             break
     vocabulary: dict[str, str] = {}
-    far = {i: glance(messages[i], vocabulary) for i in old_idx[:cut] if i not in keep}
+    far = {
+        i: glance(messages[i], vocabulary, cut(messages[i]))
+        for i in old_idx[:past]
+        if i not in keep
+    }
     return Horizon([i for i in old_idx if i not in far], far)
 
 
 def candidates(
     far: dict[int, Glance], tokens: Sequence[int], ctx: ScoreContext, budget: int
 ) -> list[int]:
-    """The glanced messages worth a full analysis: the most valuable for their length,
-    until their tokens fill ``POLICY.candidates`` budgets."""
+    """The glanced messages worth a full analysis: the most valuable for their length
+    (what the layers leave of it), until those lengths fill ``POLICY.candidates``
+    budgets."""
     room = POLICY.candidates * budget
     power = POLICY.candidate_length
     order = list(far)
     values = combine_all([far[i].features for i in order], ctx)
+    size = {i: tokens[i] * far[i].share for i in order}
     rank = sorted(
         zip(order, values, strict=True),
-        key=lambda iv: (-iv[1] / max(tokens[iv[0]], POLICY.min_cost) ** power, iv[0]),
+        key=lambda iv: (-iv[1] / max(size[iv[0]], POLICY.min_cost) ** power, iv[0]),
     )
     out: list[int] = []
     for i, _ in rank:
         if room <= 0:
             break
         out.append(i)
-        room -= tokens[i]
+        room -= size[i]
     return sorted(out)
 
 
