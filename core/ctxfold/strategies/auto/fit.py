@@ -132,17 +132,18 @@ def fit(conv: Conversation, opts: AutoOptions, analyzer: Analyzer, notes: Notes)
     in_verbatim = lookup(shown_text(messages[i] for i in verbatim), len(pool))
     shown = {v: w for v, w in pool if v in in_verbatim}
     pool = [(v, w) for v, w in pool if v not in shown]
-    sel = items(plans, old_idx, task, n, pool)
+    sel = items(plans, old_idx, task, n, pool, opts.task_share * avail)
     select(sel, plans, avail - used, opts.digest_share * avail)
     layout = Layout(pinned, verbatim, old_units, plans, pool, cut)
     loop = _Loop(free_room=budget - pinned_cost)
     done = _converge(conv, layout, sel, notes, opts.name, loop)
     while done is None and verbatim:
-        # Still over: fold the oldest verbatim unit too (the task first; never the
-        # newest, the agent's place).
+        # Still over: fold the oldest recent unit too (never the task, which the
+        # selection cannot show again once it is planned, nor the newest unit, the
+        # agent's place).
         oldest = min(
-            (u for u in free[:-1] if u.start in verbatim),
-            key=lambda u: (verbatim[u.start] is not Verbatim.TASK, u.start),
+            (u for u in free[:-1] if verbatim.get(u.start) is Verbatim.RECENT),
+            key=lambda u: u.start,
             default=None,
         )
         if oldest is None:
@@ -156,6 +157,8 @@ def fit(conv: Conversation, opts: AutoOptions, analyzer: Analyzer, notes: Notes)
         done = _converge(conv, layout, sel, notes, opts.name, loop)
     if done is not None:
         return Fitted(*done, plans, pool, shown)
+    for i in [i for i, v in verbatim.items() if v is Verbatim.TASK]:  # folded too
+        plans[i] = make_plan(analyzer(messages[i], tokens[i]), i, ctx)
     return _fold_all(conv, layout, notes, opts)
 
 
@@ -169,15 +172,15 @@ def _plans(
     users = [i for i in range(len(messages)) if from_user(messages[i])]
     goal = " ".join(messages[i].text for i in {users[0], users[-1]}) if users else ""
     keep = frozenset([task, *(i for i in old_idx if is_note(messages[i]))])
-    hz = horizon(messages, tokens, old_idx, conv.budget, keep)
+    hz = horizon(messages, tokens, old_idx, conv.budget, keep, analyzer.cut)
     analyses = {i: analyzer(messages[i], tokens[i]) for i in hz.near}
     words = [analyses[i].words if i in analyses else hz.far[i].features.content for i in old_idx]
     ctx = ScoreContext.from_words(words, goal, conv.rarity)
-    ctx.repeated_later = frozenset(lines_repeated_later(messages, old_idx))
+    later = lines_repeated_later(messages, old_idx)
     for i in candidates(hz.far, tokens, ctx, conv.budget):
         analyses[i] = analyzer(messages[i], tokens[i])
     plans = {
-        i: make_plan(analyses[i], i, ctx, note=is_note(messages[i]))
+        i: make_plan(analyses[i], i, ctx, note=is_note(messages[i]), later=later.get(i))
         if i in analyses
         else glanced_plan(messages[i], i, hz.far[i])
         for i in old_idx

@@ -8,7 +8,7 @@ import math
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ...messages import Message, ToolCall
 from ...result import NOTE_HEAD, NOTE_MARK
@@ -16,6 +16,7 @@ from ...text.adapters import Piece
 from ...text.primitives import KIND_WEIGHT, TokenSet
 from ...text.scoring import ScoreContext, combine_all
 from .analysis import Analysis
+from .families import families
 from .policy import POLICY
 
 __all__ = [
@@ -71,10 +72,19 @@ class Plan:
         return any(any(c) for c in self.chosen) or any(self.call_chosen)
 
 
-def make_plan(a: Analysis, i: int, ctx: ScoreContext, *, note: bool = False) -> Plan:
+def make_plan(
+    a: Analysis,
+    i: int,
+    ctx: ScoreContext,
+    *,
+    note: bool = False,
+    later: frozenset[str] | None = None,
+) -> Plan:
     """How message ``i`` (analysed as ``a``) can be shown, scored for this conversation;
     a ``note`` folded again offers its content, not its furniture (see
-    :func:`_furniture`)."""
+    :func:`_furniture`); its lines a later message shows again (``later``) count less."""
+    if later:
+        ctx = replace(ctx, repeated_later=later)
     words = a.features.words()
     segments = a.per_piece(a.segments)
     scores = [list(row) for row in a.per_piece(a.features.scores(ctx, words))]
@@ -124,10 +134,11 @@ def _furniture(segments: Sequence[str]) -> list[int]:
     return out
 
 
-def lines_repeated_later(messages: list[Message], old_idx: list[int]) -> set[str]:
-    """Lines of older messages that appear again in a later message."""
+def lines_repeated_later(messages: list[Message], old_idx: list[int]) -> dict[int, frozenset[str]]:
+    """For each older message, its lines that appear again in a later message (the
+    last copy of a line is not among them: it is the one to keep)."""
     seen: set[str] = set()
-    repeated: set[str] = set()
+    repeated: dict[int, frozenset[str]] = {}
     old = set(old_idx)
     for i in range(len(messages) - 1, -1, -1):
         text = messages[i].text
@@ -135,7 +146,9 @@ def lines_repeated_later(messages: list[Message], old_idx: list[int]) -> set[str
             continue
         lines = {ln.strip() for ln in text.splitlines() if len(ln) >= POLICY.repeat_min_chars}
         if i in old:
-            repeated |= lines & seen
+            again = lines & seen
+            if again:
+                repeated[i] = frozenset(again)
         seen |= lines
     return repeated
 
@@ -187,19 +200,23 @@ def identifier_pool(
     carried: Mapping[int, Mapping[str, float]] | None = None,
 ) -> list[tuple[str, float]]:
     """Identifiers of older messages, the most worth listing first: by kind, by how
-    often they recur, and those of the task statement before all others. ``carried``
+    often they recur, and those of the task statement before all others; the many
+    of one shape a tool showed once each as one entry (see :mod:`.families`). ``carried``
     maps an earlier note's index to the weights its identifiers had when it listed
     them: folded again, they keep at least that weight (a note names each once, so
     by its own count they would lose to what came since)."""
     freq: dict[str, float] = defaultdict(float)
     kind_of: dict[str, str] = {}
     first: dict[str, int] = {}
+    said: dict[str, int] = defaultdict(int)  # mentions by a person or the agent
     for i in old_idx:
         echo = plans[i].echo
         for kind, value in plans[i].identifiers:
             freq[value] += echo
             kind_of.setdefault(value, kind)
             first.setdefault(value, i)
+            if echo > 1.0:
+                said[value] += 1
     kept: dict[str, float] = {}
     for i, weights in (carried or {}).items():
         for value, w in weights.items():
@@ -216,4 +233,12 @@ def identifier_pool(
         )
         for v in freq
     }
-    return [(v, weight[v]) for v in sorted(freq, key=lambda v: (-weight[v], first[v], v))]
+    # Used: written by a person or the agent (the task, a call's arguments), or kept
+    # by an earlier note; a tool's output alone, however often, is no use of it.
+    uses = {v: said.get(v, 0) + (v in kept) + (first[v] == task) for v in freq}
+    for fam in families(list(freq), uses):
+        best = max(weight.pop(v) for v in fam.members)
+        entry = fam.entry
+        weight[entry] = best
+        first[entry] = first[fam.members[0]]
+    return [(v, weight[v]) for v in sorted(weight, key=lambda v: (-weight[v], first[v], v))]

@@ -1,0 +1,127 @@
+"""Long repetitive tool output: what a note keeps of it. The lines that stand out
+(the error, the line naming what the task names) outrank the hundreds alike; the many
+identifiers of one shape a log prints once each are listed as one family; the task is
+in every output."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+import ctxfold
+from ctxfold import Message, get_counter
+from ctxfold.result import is_note
+from ctxfold.strategies.auto.families import FAMILY_MIN, families, shape
+from ctxfold.strategies.auto.policy import POLICY
+
+COUNTER = get_counter("o200k_base")
+TASK = "Users report intermittent 500 errors on checkout. Find the root cause in the API logs."
+
+
+def _log(rng: random.Random, pod: int, lines: int = 400) -> tuple[str, str]:
+    """A pod's request log: ``lines`` INFO lines alike but for their numbers and ids,
+    and one ERROR line naming a module and an error; the log and that line."""
+    routes = ("billing/{}/rates", "orders/{}/items", "notify/{}/schedules", "cart/{}/lines")
+    out = []
+    for k in range(lines):
+        route = rng.choice(routes).format(rng.randint(1000, 99999))
+        out.append(
+            f"2025-03-11T02:{k % 60:02d}:{rng.randint(0, 59):02d}Z INFO "
+            f"[{rng.getrandbits(48):012x}] {rng.choice(('GET', 'POST'))} /api/v1/{route} "
+            f"200 {rng.randint(5, 900)}ms"
+        )
+    error = (
+        f"2025-03-11T02:31:07Z ERROR [{rng.getrandbits(48):012x}] POST /api/v2/charge 500 - "
+        f"ROOT CAUSE INC-40{pod:02d}: /srv/payments/module_{pod:02d}/handler.py raised "
+        f"KeyError('merchant_{pod}_token')"
+    )
+    out.insert(rng.randint(50, lines - 50), error)
+    return "\n".join(out), error
+
+
+def _run(pods: int = 6) -> tuple[list[Message], list[str]]:
+    """An agent reading ``pods`` logs, one root-cause line hidden in each."""
+    rng = random.Random(7)
+    msgs = [Message("system", "You are an SRE agent."), Message("user", TASK)]
+    errors = []
+    for pod in range(pods):
+        log, error = _log(rng, pod)
+        errors.append(error)
+        call = ctxfold.ToolCall(f"c{pod}", "bash", json.dumps({"cmd": f"kubectl logs api-{pod}"}))
+        msgs.append(Message("assistant", f"Reading pod api-{pod}.", tool_calls=(call,)))
+        msgs.append(Message("tool", log, tool_call_id=f"c{pod}"))
+    msgs.append(Message("assistant", "Let me summarize what the logs show."))
+    return msgs, errors
+
+
+def _note(messages: list[Message]) -> Message:
+    (note,) = [m for m in messages if is_note(m)]
+    return note
+
+
+@pytest.mark.parametrize("share", [0.25, 0.10])
+def test_every_root_cause_line_survives_a_log_of_thousands_alike(share: float) -> None:
+    msgs, errors = _run()
+    total = COUNTER.count_messages(msgs)
+    budget = int(total * share)
+    result = ctxfold.compress(msgs, budget=budget, counter=COUNTER)
+    text = "\n".join(m.text for m in result.messages)
+    assert COUNTER.count_messages(result.messages) <= budget
+    for error in errors:
+        assert error in text, error
+    assert TASK in text
+
+
+def test_identifiers_take_at_most_a_quarter_of_the_note() -> None:
+    msgs, _ = _run()
+    budget = COUNTER.count_messages(msgs) // 10
+    note = _note(ctxfold.compress(msgs, budget=budget, counter=COUNTER).messages)
+    listed = [ln for ln in note.text.split("\n") if ln.startswith(POLICY.also)]
+    assert listed, "the note lists identifiers"
+    share = sum(COUNTER.count_text(ln) for ln in listed) / COUNTER.count_text(note.text)
+    assert share <= 0.25
+
+
+def test_a_family_of_routes_is_listed_as_its_shape_a_count_and_its_ends() -> None:
+    msgs, _ = _run()
+    budget = COUNTER.count_messages(msgs) // 10
+    note = _note(ctxfold.compress(msgs, budget=budget, counter=COUNTER).messages)
+    (listed,) = [ln for ln in note.text.split("\n") if ln.startswith(POLICY.also)]
+    assert "/api/v#/billing/#/rates x" in listed
+    assert listed.count("/api/v1/billing/") <= 2 * listed.count("/api/v#/billing/#/rates")
+
+
+def test_the_opening_of_a_task_too_long_to_stay_whole_is_in_the_output() -> None:
+    """A task longer than the whole budget is folded, and its opening comes first."""
+    msgs, _ = _run(3)
+    opening = "Checkout fails with 500 errors for every customer paying by card."
+    long_task = " ".join(
+        [opening, *(f"Customer {k} saw the error on order {4000 + k}." for k in range(900))]
+    )
+    msgs[1] = Message("user", long_task)
+    budget = COUNTER.count_messages(msgs) // 10
+    assert COUNTER.count_message(msgs[1]) > budget  # it cannot stay whole
+    result = ctxfold.compress(msgs, budget=budget, counter=COUNTER)
+    assert opening in _note(result.messages).text
+
+
+def test_shape_masks_what_varies_between_members() -> None:
+    assert shape("/api/v1/billing/12593/rates") == "/api/v#/billing/#/rates"
+    assert shape("c10005acae9d") == "<hex>"
+    assert shape("2025-03-11T02:32:27.504Z") == "#-#-#T#:#:#.#Z"
+    assert shape("deadbeef") == "deadbeef"  # no digit: a word, not an id
+
+
+def test_only_identifiers_nobody_used_make_a_family() -> None:
+    routes = [f"/api/orders/{n}/items" for n in range(100, 100 + FAMILY_MIN + 3)]
+    uses = dict.fromkeys(routes, 0.0)
+    uses[routes[2]] = 1.0  # the agent read this one: it stays itself
+    (fam,) = families(routes, uses)
+    assert routes[2] not in fam.members
+    assert len(fam.members) == FAMILY_MIN + 2
+    assert fam.entry == (
+        f"/api/orders/#/items x{FAMILY_MIN + 2} ({fam.members[0]} ... {fam.members[-1]})"
+    )
+    assert families(routes[: FAMILY_MIN - 1], uses) == []  # too few to be a family
