@@ -3,6 +3,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 
 import pytest
 
@@ -177,7 +178,7 @@ def test_condense_can_keep_the_originals_for_the_expand_tool(tmp_path):
     record = next(r for r in example_records() if "airline" in r["id"])
     store = ctxfold.SQLiteStore(tmp_path / "originals.db")
     text = ctxfold.condense(record["messages"][1:], max_tokens=400, reversible=True, store=store)
-    round_id = text.split("[ctxfold round ", 1)[1].split("]", 1)[0]
+    round_id = re.search(r"\[ctxfold round (\d+)[]:]", text).group(1)
     assert "sophia_silva_7557" in ctxfold.expand(round_id, store=store)
     with pytest.raises(ctxfold.ConfigurationError, match="max_tokens must be a positive"):
         ctxfold.condense(record["messages"], max_tokens=-1)

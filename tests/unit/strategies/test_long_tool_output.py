@@ -74,14 +74,39 @@ def test_every_root_cause_line_survives_a_log_of_thousands_alike(share: float) -
     assert TASK in text
 
 
-def test_identifiers_take_at_most_a_quarter_of_the_note() -> None:
-    msgs, _ = _run()
-    budget = COUNTER.count_messages(msgs) // 10
-    note = _note(ctxfold.compress(msgs, budget=budget, counter=COUNTER).messages)
+def _test_run(rng: random.Random, run: int) -> str:
+    """A test run: 300 passing tests, each a dotted name of its own, and one failure."""
+    mods = ("billing", "orders", "catalog", "reports", "webhooks")
+    lines = [
+        f"tests.{rng.choice(mods)}.test_{rng.choice(mods)}.Tests.test_case_{k}_{rng.choice(mods)}"
+        f" ... ok"
+        for k in range(300)
+    ]
+    lines[150 + run] = (
+        f"FAIL: tests.billing.test_refund.RefundTests.test_partial_{run} - "
+        f"AssertionError: 40 != 42 (src/billing/refund.py:{100 + run})"
+    )
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("share", [0.25, 0.10])
+def test_identifiers_take_at_most_a_quarter_of_the_note(share: float) -> None:
+    """Hundreds of passing tests' names: listing them all would fill the note."""
+    rng = random.Random(3)
+    msgs = [Message("system", "You run tests."), Message("user", "CI is red. Find why.")]
+    for run in range(4):
+        call = ctxfold.ToolCall(f"t{run}", "bash", json.dumps({"cmd": "python -m unittest"}))
+        msgs.append(Message("assistant", f"Run {run}.", tool_calls=(call,)))
+        msgs.append(Message("tool", _test_run(rng, run), tool_call_id=f"t{run}"))
+    msgs.append(Message("assistant", "Reading the failures."))
+    budget = int(COUNTER.count_messages(msgs) * share)
+    result = ctxfold.compress(msgs, budget=budget, counter=COUNTER)
+    note = _note(result.messages)
     listed = [ln for ln in note.text.split("\n") if ln.startswith(POLICY.also)]
-    assert listed, "the note lists identifiers"
-    share = sum(COUNTER.count_text(ln) for ln in listed) / COUNTER.count_text(note.text)
-    assert share <= 0.25
+    ratio = sum(COUNTER.count_text(ln) for ln in listed) / COUNTER.count_text(note.text)
+    assert ratio <= 0.25
+    text = "\n".join(m.text for m in result.messages)
+    assert all(f"src/billing/refund.py:{100 + run}" in text for run in range(4))
 
 
 def test_a_family_of_routes_is_listed_as_its_shape_a_count_and_its_ends() -> None:

@@ -34,8 +34,9 @@ class AutoCompressor(BaseCompressor):
             (older turns are memory, which selection serves better).
         task_share: the first user message (the task) stays verbatim if it needs at
             most this share of the budget.
-        digest_share: at most this share of the budget lists the identifiers of
-            folded content (``0`` turns the note off).
+        digest_share: at most this share of the note's room lists the
+            identifiers of folded content (``0`` turns the list off); within it, an
+            identifier is listed when it is worth more per token than a sentence.
         layers: which encoding layers run (:class:`ctxfold.Layers`).
         adapters: the format adapters to try, in order (default: the registry).
         summarizer: an LLM (anything :func:`ctxfold.as_summarizer` accepts: a
@@ -69,7 +70,7 @@ class AutoCompressor(BaseCompressor):
         *,
         recent_share: float | None = None,
         task_share: float = 0.25,
-        digest_share: float = 0.65,
+        digest_share: float = 0.25,
         layers: Layers | None = None,
         adapters: Sequence[FormatAdapter] | None = None,
         summarizer: Any = None,
@@ -105,11 +106,11 @@ class AutoCompressor(BaseCompressor):
 
     def compact(self, conv: Conversation) -> Compaction:
         """Analyse, plan, select, assemble and fit (see :mod:`ctxfold.strategies.auto`)."""
-        notes = Notes(self.note_role, self.layers)
+        notes = Notes(self.note_role, self.layers, self.digest_share)
         task = next((m.text for m in conv.messages if from_user(m)), "")
         analyzer = Analyzer(self.layers, self.adapters, goal_names(task))
         fitted = fit(conv, self, analyzer, notes)
-        fitted = fill(fitted, conv.budget, conv.counter)
+        fitted = fill(fitted, conv.budget, conv.counter, self.digest_share)
         out = summarize_note(conv, fitted, self, notes)
         out = with_weights(out, fitted)
         note = None if fitted.note_at is None else out[fitted.note_at]

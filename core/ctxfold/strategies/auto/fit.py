@@ -128,14 +128,14 @@ def fit(conv: Conversation, opts: AutoOptions, analyzer: Analyzer, notes: Notes)
     if analyzer.layers.dedup:
         mark_duplicates(messages, plans)
 
-    pool = identifier_pool(plans, old_idx, task, carried_weights(messages, old_idx))
+    pool, said = identifier_pool(plans, old_idx, task, carried_weights(messages, old_idx))
     in_verbatim = lookup(shown_text(messages[i] for i in verbatim), len(pool))
     shown = {v: w for v, w in pool if v in in_verbatim}
     pool = [(v, w) for v, w in pool if v not in shown]
-    sel = items(plans, old_idx, task, n, pool, opts.task_share * avail)
-    select(sel, plans, avail - used, opts.digest_share * avail)
-    layout = Layout(pinned, verbatim, old_units, plans, pool, cut)
-    loop = _Loop(free_room=budget - pinned_cost)
+    sel = items(plans, old_idx, task, n, pool, opts.task_share * avail, said)
+    select(sel, plans, avail - used, opts.digest_share * (avail - used))
+    layout = Layout(pinned, verbatim, old_units, plans, pool, cut, said)
+    loop = _Loop(free_room=budget - pinned_cost, id_share=opts.digest_share)
     done = _converge(conv, layout, sel, notes, opts.name, loop)
     while done is None and verbatim:
         # Still over: fold the oldest recent unit too (never the task, which the
@@ -219,10 +219,12 @@ def with_weights(out: list[Message], fitted: Fitted) -> list[Message]:
 @dataclass
 class _Loop:
     """The fit loop's state across its rounds: the free room (a result within
-    ``POLICY.full_within`` of it is full enough), whether the one top-up happened, and
-    the last fitting result before it."""
+    ``POLICY.full_within`` of it is full enough), the share of a top-up's room the
+    note's list may take, whether the one top-up happened, and the last fitting
+    result before it."""
 
     free_room: int
+    id_share: float
     topped_up: bool = False
     best: Assembled | None = None
 
@@ -243,7 +245,7 @@ def _converge(
             loop.topped_up = True
             loop.best = done
             room = (budget - total) * POLICY.top_up_room
-            select(sel, plans, room, room, top_up=True)  # room no sentence fits goes to ids
+            select(sel, plans, room, room * loop.id_share, top_up=True)
             continue
         excess = (total - budget) * POLICY.trim_margin + POLICY.trim_extra
         if loop.topped_up:  # the top-up overshot: give back the least valuable picks
@@ -276,9 +278,10 @@ def _fold_all(conv: Conversation, layout: Layout, notes: Notes, opts: AutoOption
     return Fitted(out, trace, note_at, others, layout.plans, [], {})
 
 
-def fill(fitted: Fitted, budget: int, counter: TokenCounter) -> Fitted:
+def fill(fitted: Fitted, budget: int, counter: TokenCounter, share: float) -> Fitted:
     """Room the selection's estimates left: the next identifiers of the pool that fit,
-    counted exactly, added to the note's list."""
+    counted exactly, added to the note's list while it holds at most ``share`` of the
+    note (room no sentence can take stays free: the output is the cheaper)."""
     out, at = fitted.messages, fitted.note_at
     if at is None or not fitted.pool:
         return fitted
@@ -288,6 +291,11 @@ def fill(fitted: Fitted, budget: int, counter: TokenCounter) -> Fitted:
     if room < POLICY.min_fill or "codebook" in meta or not isinstance(note.content, str):
         return fitted  # a codebook note is decoded as a whole: leave it be
     text = note.content
+    last = text.rsplit("\n", 1)[-1]
+    listed_now = counter.count_text(last) if last.startswith(POLICY.also) else 0
+    if share < 1.0:  # the list after, x tokens more: listed_now + x <= share * (note + x)
+        grown = (share * counter.count_message(note) - listed_now) / (1.0 - share)
+        room = min(room, int(grown))
     seen = lookup(fitted.others, len(fitted.pool))  # none of the pool is shown verbatim
     also = POLICY.also
     listing = text.rsplit("\n", 1)[-1].startswith(also)

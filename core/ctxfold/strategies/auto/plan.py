@@ -9,6 +9,7 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 from ...messages import Message, ToolCall
 from ...result import NOTE_HEAD, NOTE_MARK
@@ -22,6 +23,7 @@ from .policy import POLICY
 __all__ = [
     "SPEAKER_TAG",
     "Plan",
+    "Pool",
     "id_cost",
     "id_value",
     "identifier_pool",
@@ -193,12 +195,21 @@ def id_value(ident: str, weight: float) -> float:
     return weight * POLICY.id_scale * math.sqrt(short / max(id_cost(ident), short))
 
 
+class Pool(NamedTuple):
+    """The identifiers worth listing, best first with their weights, and those the
+    conversation used (the task named them, a person or the agent wrote them, an
+    earlier note kept them)."""
+
+    ranked: list[tuple[str, float]]
+    used: frozenset[str]
+
+
 def identifier_pool(
     plans: dict[int, Plan],
     old_idx: list[int],
     task: int,
     carried: Mapping[int, Mapping[str, float]] | None = None,
-) -> list[tuple[str, float]]:
+) -> Pool:
     """Identifiers of older messages, the most worth listing first: by kind, by how
     often they recur, and those of the task statement before all others; the many
     of one shape a tool showed once each as one entry (see :mod:`.families`). ``carried``
@@ -241,4 +252,5 @@ def identifier_pool(
         entry = fam.entry
         weight[entry] = best
         first[entry] = first[fam.members[0]]
-    return [(v, weight[v]) for v in sorted(weight, key=lambda v: (-weight[v], first[v], v))]
+    ranked = sorted(weight, key=lambda v: (-weight[v], first[v], v))
+    return Pool([(v, weight[v]) for v in ranked], frozenset(v for v, n in uses.items() if n))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from enum import IntEnum
 from functools import partial
 from itertools import accumulate
@@ -48,12 +48,14 @@ _item = cast("Callable[[tuple[Any, ...]], Item]", partial(tuple.__new__, Item))
 
 
 class Selection(NamedTuple):
-    """What can be chosen, best first, the identifiers' choices (by pool index), and
-    the cheapest cost from each item on (``floor[j]``: no item from ``j`` costs less)."""
+    """What can be chosen, best first, the identifiers' choices (by pool index), the
+    cheapest cost from each item on (``floor[j]``: no item from ``j`` costs less), and
+    which identifiers count against the list's cap (not those the conversation used)."""
 
     items: list[Item]
     chosen_ids: list[bool]
     floor: list[float]
+    capped: list[bool]
 
 
 def items(
@@ -63,6 +65,7 @@ def items(
     n: int,
     pool: list[tuple[str, float]],
     task_room: float = 0.0,
+    used: Collection[str] = (),
 ) -> Selection:
     """Every identifier of the pool, sentence, line and tool call, ranked by value per
     token (newer and task content worth a little more; filler never). A task too long
@@ -80,7 +83,8 @@ def items(
             _first(out, start, task_room)
     out.sort()
     floor = list(accumulate(map(itemgetter(2), reversed(out)), min, initial=math.inf))
-    return Selection(out, [False] * len(pool), floor[::-1])
+    capped = [v not in used for v, _ in pool]
+    return Selection(out, [False] * len(pool), floor[::-1], capped)
 
 
 def _offer(out: list[Item], i: int, p: Plan, boost: float) -> None:
@@ -140,7 +144,8 @@ def select(
     ``top_up``, what is chosen already counts as said. The room only shrinks, so an
     item that costs more than it is passed over for good, and the walk ends where
     nothing further fits."""
-    its, chosen_ids, floor = sel.items, sel.chosen_ids, sel.floor
+    its, chosen_ids, floor, capped = sel.items, sel.chosen_ids, sel.floor, sel.capped
+    free_ids = id_cap > 0  # a list at all: what the conversation used is not capped
     tagged, covered = _covered(plans) if top_up else (set(), set())
     redundancy, tag_cost = POLICY.redundancy, POLICY.tag_cost
     identifier, call = Slot.IDENTIFIER, Slot.CALL
@@ -165,10 +170,14 @@ def select(
         if cost > room:
             continue  # nor will it later
         if plan == identifier:
-            if not chosen_ids[seg] and cost <= id_cap:
-                chosen_ids[seg] = True
-                room -= cost
+            if chosen_ids[seg]:
+                continue
+            if capped[seg] or not free_ids:
+                if cost > id_cap:
+                    continue
                 id_cap -= cost
+            chosen_ids[seg] = True
+            room -= cost
             continue
         p = plans[plan]
         flags = p.call_chosen if piece == call else p.chosen[piece]
