@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 
 from .messages import Message
-from .result import CompressionResult, Decision
+from .result import CompressionResult, Decision, from_user
 from .tokens import TokenCounter
 from .units import Grouping, Unit, split_pinned
 
@@ -105,6 +105,8 @@ class Conversation:
     counter: TokenCounter
     overhead: int = field(default=0)  # the tokens of an empty conversation
     rarity: WordCounts | None = None  # of the whole conversation, when this is a part
+    task: str = ""  # what the user first said in the whole conversation, when this is a
+    # part that may have folded it (a session's compaction sees its last note instead)
 
     @classmethod
     def of(
@@ -116,6 +118,7 @@ class Conversation:
         grouping: Grouping,
         rarity: WordCounts | None = None,
         tokens: Sequence[int] | None = None,
+        task: str = "",
     ) -> Conversation:
         """Count every message once; ``tokens``: their counts when the caller knows
         them already (a session keeps its history's counts), which must be what
@@ -124,7 +127,12 @@ class Conversation:
             raise ValueError(f"{len(tokens)} token counts given for {len(messages)} messages")
         counts = [counter.count_message(m) for m in messages] if tokens is None else list(tokens)
         overhead = counter.count_messages([])
-        return cls(messages, counts, grouping, budget, counter, overhead, rarity)
+        return cls(messages, counts, grouping, budget, counter, overhead, rarity, task)
+
+    def user_task(self) -> str:
+        """What the user first said: :attr:`task`, else this part's first user message
+        (not a note), else nothing."""
+        return self.task or next((m.text for m in self.messages if from_user(m)), "")
 
     def with_budget(self, budget: int) -> Conversation:
         """The same conversation, to fit another budget."""

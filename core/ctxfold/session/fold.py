@@ -151,11 +151,12 @@ def compact(
     target: int,
     tokens: Sequence[int],
     rarity: WordCounts | None = None,
+    task: str = "",
 ) -> Fold:
     """Compact the previous prefix and ``history[previous.upto:cut]`` (whose token
     counts are ``tokens``) to at most ``target`` tokens in a reversible round (raises
     :class:`ctxfold.BudgetError` when what must be kept cannot fit); ``rarity``: the
-    word counts of the whole history."""
+    word counts of the whole history, ``task``: what its user first said."""
     start = previous.upto if previous else 0
     prefix = previous.prefix if previous else ()
     inputs = [*prefix, *history[start:cut]]
@@ -167,6 +168,7 @@ def compact(
         grouping=group_units(inputs),
         rarity=rarity,
         tokens=[*map(counter.count_message, prefix), *tokens],
+        task=task,
     )
     records = history.rows(start, cut).after(len(prefix))  # stored: not encoded again
     done, round_id = compact_reversibly(strategy, conv, settings, records)

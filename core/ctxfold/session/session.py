@@ -40,7 +40,7 @@ from ..recall import (
     resolve_query,
     search,
 )
-from ..result import CompressionResult, Decision
+from ..result import CompressionResult, Decision, from_user
 from ..reversible.expand import Expansion, expand
 from ..reversible.rounds import RoundSettings
 from ..reversible.tool import ExpandTool, Search
@@ -526,6 +526,7 @@ class Session(SessionState):
         error: BudgetError | None = None
         whole = self._fold is None and cut == len(history)  # its own word rarity
         rarity = None if whole else WordCounts(len(history), MappingProxyType(self._words))
+        task = "" if whole else next((m.text for m in history if from_user(m)), "")
         tokens = self._tokens(self._upto(), cut)  # what it takes in: given, then stored
         for target in dict.fromkeys((min(low, room), room)):
             if target <= 0:
@@ -541,6 +542,7 @@ class Session(SessionState):
                     target,
                     tokens,
                     rarity,
+                    task,
                 )
             except BudgetError as exc:
                 error = exc

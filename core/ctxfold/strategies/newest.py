@@ -64,6 +64,7 @@ def cut_in_place(conv: Conversation, unit: Unit, target: int) -> dict[int, Messa
     excess = conv.cost(unit) - target
     if target <= 0 or excess <= 0:
         return {}
+    goal = conv.user_task()  # the lines naming what the task names stay
     out: dict[int, Message] = {}
     for i in sorted(unit.indices, key=lambda k: (-conv.tokens[k], k)):
         m = conv.messages[i]
@@ -72,7 +73,7 @@ def cut_in_place(conv: Conversation, unit: Unit, target: int) -> dict[int, Messa
         new = m
         if isinstance(m.content, str) and m.content:
             keep = max(counter.count_text(m.content) - excess, 1)
-            new = replace(m, content=shorten(m.content, keep, counter))
+            new = replace(m, content=shorten(m.content, keep, counter, goal=goal))
         left = excess - (conv.tokens[i] - counter.count_message(new))
         if left > 0 and m.tool_calls:  # then the calls' longest string arguments
             new = replace(new, tool_calls=_cut_calls(new.tool_calls, left, counter))

@@ -401,7 +401,7 @@ def test_tool_results_keep_one_tag_each():
 
 
 def test_a_note_folded_again_keeps_the_weight_of_what_it_listed():
-    from ctxfold.strategies.auto.plan import identifier_pool
+    from ctxfold.strategies.auto.plan import Carried, identifier_pool
 
     msgs = [Message("system", "Agent.")]
     for k in range(30):
@@ -419,7 +419,10 @@ def test_a_note_folded_again_keeps_the_weight_of_what_it_listed():
     # Folded again, what the note listed keeps that weight (named once in the note,
     # it would otherwise count as mentioned once).
     listed = next(iter(weights))
-    assert dict(identifier_pool({}, [], -1, {1: weights}).ranked)[listed] == weights[listed]
+    used = frozenset(note.metadata["ctxfold"]["used"])  # the user named them
+    assert listed in used
+    pool = identifier_pool({}, [], -1, {1: Carried(weights, used)})
+    assert dict(pool.ranked)[listed] == weights[listed] and listed in pool.used
     later = [
         *first.messages,
         *(
@@ -444,7 +447,7 @@ def test_the_task_weight_of_an_identifier_shown_verbatim_is_carried():
     # The task names engine.py; so does the newest tool output, kept verbatim, so the
     # note does not list it. When a later round folds that output, the identifier must
     # still weigh as the task's, not as one mention in a tool result.
-    from ctxfold.strategies.auto.plan import identifier_pool
+    from ctxfold.strategies.auto.plan import Carried, identifier_pool
 
     task = "Fix the crash in src/core/engine.py (EngineError in Engine.start_loop).\n" + "\n".join(
         f"  File lib/deep/frame_{k}.py, line {k}, in step_{k}" for k in range(60)
@@ -463,7 +466,7 @@ def test_the_task_weight_of_an_identifier_shown_verbatim_is_carried():
     weights = note.metadata["ctxfold"]["weights"]
     listed = [ln for ln in note.text.split("\n") if ln.startswith(POLICY.also)]
     assert all("src/core/engine.py" not in ln for ln in listed)  # shown, so not listed
-    once = dict(identifier_pool({}, [], -1, {1: {"lib/mod_3.py": 1.0}}).ranked)
+    once = dict(identifier_pool({}, [], -1, {1: Carried({"lib/mod_3.py": 1.0})}).ranked)
     assert weights["src/core/engine.py"] > weights.get("lib/mod_3.py", once["lib/mod_3.py"])
     assert weights["src/core/engine.py"] == max(weights.values())  # the task's, boosted
 

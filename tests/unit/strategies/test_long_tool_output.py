@@ -150,3 +150,46 @@ def test_only_identifiers_nobody_used_make_a_family() -> None:
         f"/api/orders/#/items x{FAMILY_MIN + 2} ({fam.members[0]} ... {fam.members[-1]})"
     )
     assert families(routes[: FAMILY_MIN - 1], uses) == []  # too few to be a family
+
+
+def _search_run() -> tuple[list[Message], list[str]]:
+    """An agent grepping for ``budget_batch``: three results of 1,200 hits on its
+    neighbours (``budget_ms``, ``max_batch``), each over the budget alone, with four
+    hits on it hidden in each."""
+    rng = random.Random(11)
+    task = "Find every place that reads `budget_batch` and make it configurable."
+    msgs = [Message("system", "You are a coding agent."), Message("user", task)]
+    found = []
+    for run in range(3):
+        lines = []
+        for k in range(1200):
+            name = rng.choice(("budget_ms", "max_batch", "budget_max", "total_batch"))
+            lines.append(f"src/{rng.choice(('tax', 'orders', 'fraud'))}/f{k}.ts:{k}:3: {name} = 1")
+        for k in rng.sample(range(1200), 4):  # alike but for the name the task names
+            lines[k] = f"src/orders/f{k}.ts:{k}:3: budget_batch = 1"
+            found.append(f"src/orders/f{k}.ts:{k}:3")
+        call = ctxfold.ToolCall(f"g{run}", "bash", json.dumps({"cmd": f"grep -rn batch src/{run}"}))
+        msgs.append(Message("assistant", f"Searching part {run}.", tool_calls=(call,)))
+        msgs.append(Message("tool", "\n".join(lines), tool_call_id=f"g{run}"))
+    msgs.append(Message("assistant", "Listing what I found."))
+    return msgs, found
+
+
+@pytest.mark.parametrize("budget", [8000, 4000])
+def test_a_session_keeps_the_hits_on_what_the_task_names_across_compactions(budget: int) -> None:
+    """Rendered every turn, a session folds its last note again and again: the hits on
+    the identifier the task names survive every compaction, and the list stays within
+    its share though each note's list is folded into the next."""
+    msgs, found = _search_run()
+    session = ctxfold.Session(budget=budget, counter=COUNTER, store=ctxfold.MemoryStore())
+    out: list[Message] = []
+    for m in msgs:
+        session.add(m)
+        if m.role == "assistant":
+            out = list(session.render().messages)
+    text = "\n".join(m.text for m in out)
+    assert [hit for hit in found if hit not in text] == []
+    note = _note(out)
+    listed = [ln for ln in note.text.split("\n") if ln.startswith(POLICY.also)]
+    ratio = sum(COUNTER.count_text(ln) for ln in listed) / COUNTER.count_text(note.text)
+    assert ratio <= 0.25

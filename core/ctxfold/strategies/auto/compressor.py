@@ -9,7 +9,7 @@ from ...contract import Compaction, Conversation
 from ...exceptions import ConfigurationError
 from ...messages import ROLES, Message
 from ...models.summarizers import Summarizer, as_summarizer
-from ...result import from_user, is_note
+from ...result import is_note
 from ...text.adapters import FormatAdapter
 from ...text.layers import Layers
 from ...text.scoring import goal_names
@@ -107,8 +107,7 @@ class AutoCompressor(BaseCompressor):
     def compact(self, conv: Conversation) -> Compaction:
         """Analyse, plan, select, assemble and fit (see :mod:`ctxfold.strategies.auto`)."""
         notes = Notes(self.note_role, self.layers, self.digest_share)
-        task = next((m.text for m in conv.messages if from_user(m)), "")
-        analyzer = Analyzer(self.layers, self.adapters, goal_names(task))
+        analyzer = Analyzer(self.layers, self.adapters, goal_names(conv.user_task()))
         fitted = fit(conv, self, analyzer, notes)
         fitted = fill(fitted, conv.budget, conv.counter, self.digest_share)
         out = summarize_note(conv, fitted, self, notes)

@@ -22,6 +22,7 @@ from .analysis import Analyzer
 from .assemble import Assembled, Layout, Notes, assemble
 from .horizon import candidates, glanced_plan, horizon
 from .plan import (
+    Carried,
     Plan,
     id_value,
     identifier_pool,
@@ -50,18 +51,20 @@ class Fitted(NamedTuple):
     plans: dict[int, Plan]
     pool: list[tuple[str, float]]
     verbatim: Mapping[str, float]
+    used: frozenset[str] = frozenset()  # identifiers the conversation used (see Pool)
 
 
 def carried_cost(conv: Conversation, free: list[Unit], notes: Notes) -> int:
     """Tokens the note needs beyond its head (``POLICY.note_overhead``) at least: the
-    identifiers earlier notes among the older messages carried (their weights), which
-    no other message in view holds. A session folds its last note again, and what the
-    next note drops is gone from every later render."""
+    identifiers earlier notes among the older messages carried that the conversation
+    used (the note lists them all, uncapped), which no other message in view holds. A
+    session folds its last note again, and what the next note drops is gone from every
+    later render."""
     older = [i for u in free[:-1] for i in u.indices]
     carried = carried_weights(conv.messages, older)
-    if not carried:
+    ids = list(dict.fromkeys(v for c in carried.values() for v in c.weights if v in c.used))
+    if not ids:
         return 0
-    ids = list(dict.fromkeys(v for weights in carried.values() for v in weights))
     shown = shown_text(conv.messages[i] for i in free[-1].indices)
     note = notes.write(len(older), [], ids, shown, conv.counter)
     return max(conv.counter.count_message(note) - POLICY.note_overhead, 0)
@@ -156,7 +159,7 @@ def fit(conv: Conversation, opts: AutoOptions, analyzer: Analyzer, notes: Notes)
         layout.old_units = sorted([*layout.old_units, oldest], key=lambda u: u.start)
         done = _converge(conv, layout, sel, notes, opts.name, loop)
     if done is not None:
-        return Fitted(*done, plans, pool, shown)
+        return Fitted(*done, plans, pool, shown, said)
     for i in [i for i, v in verbatim.items() if v is Verbatim.TASK]:  # folded too
         plans[i] = make_plan(analyzer(messages[i], tokens[i]), i, ctx)
     return _fold_all(conv, layout, notes, opts)
@@ -170,7 +173,10 @@ def _plans(
     analysed once in this call, however small the process's memo."""
     messages, tokens = conv.messages, conv.tokens
     users = [i for i in range(len(messages)) if from_user(messages[i])]
-    goal = " ".join(messages[i].text for i in {users[0], users[-1]}) if users else ""
+    said = [messages[i].text for i in sorted({users[0], users[-1]})] if users else []
+    if conv.task and conv.task not in said:  # a session's part: the task is in its note
+        said = [conv.task, said[-1]] if said else [conv.task]
+    goal = " ".join(said)
     keep = frozenset([task, *(i for i in old_idx if is_note(messages[i]))])
     hz = horizon(messages, tokens, old_idx, conv.budget, keep, analyzer.cut)
     analyses = {i: analyzer(messages[i], tokens[i]) for i in hz.near}
@@ -188,14 +194,19 @@ def _plans(
     return plans, ctx
 
 
-def carried_weights(messages: Sequence[Message], old_idx: list[int]) -> dict[int, dict[str, float]]:
-    """The weights earlier notes among the older messages gave what they listed."""
-    out: dict[int, dict[str, float]] = {}
+def carried_weights(messages: Sequence[Message], old_idx: list[int]) -> dict[int, Carried]:
+    """The weights earlier notes among the older messages gave what they listed, and
+    which of those the conversation had used."""
+    out: dict[int, Carried] = {}
     for i in old_idx:
         meta = messages[i].metadata.get(NOTE_KEY)
         weights = meta.get("weights") if isinstance(meta, Mapping) else None
         if isinstance(weights, Mapping):
-            out[i] = {str(v): float(w) for v, w in weights.items()}
+            used = meta.get("used") if isinstance(meta, Mapping) else None
+            out[i] = Carried(
+                {str(v): float(w) for v, w in weights.items()},
+                frozenset(map(str, used)) if isinstance(used, list) else frozenset(),
+            )
     return out
 
 
@@ -213,6 +224,7 @@ def with_weights(out: list[Message], fitted: Fitted) -> list[Message]:
     seen = lookup(note.text + "\n" + fitted.others, len(pool))
     weights = {v: w for v, w in pool if v in listed or v in seen} | dict(fitted.verbatim)
     meta["weights"] = {v: round(w, 4) for v, w in weights.items()}
+    meta["used"] = sorted(v for v in weights if v in fitted.used)
     return [*out[:at], replace(note, metadata={NOTE_KEY: meta}), *out[at + 1 :]]
 
 

@@ -22,6 +22,7 @@ from .policy import POLICY
 
 __all__ = [
     "SPEAKER_TAG",
+    "Carried",
     "Plan",
     "Pool",
     "id_cost",
@@ -195,6 +196,14 @@ def id_value(ident: str, weight: float) -> float:
     return weight * POLICY.id_scale * math.sqrt(short / max(id_cost(ident), short))
 
 
+class Carried(NamedTuple):
+    """What an earlier note, folded again, carries of its list: each identifier's
+    weight, and those the conversation had used."""
+
+    weights: Mapping[str, float]
+    used: frozenset[str] = frozenset()
+
+
 class Pool(NamedTuple):
     """The identifiers worth listing, best first with their weights, and those the
     conversation used (the task named them, a person or the agent wrote them, an
@@ -208,28 +217,31 @@ def identifier_pool(
     plans: dict[int, Plan],
     old_idx: list[int],
     task: int,
-    carried: Mapping[int, Mapping[str, float]] | None = None,
+    carried: Mapping[int, Carried] | None = None,
 ) -> Pool:
     """Identifiers of older messages, the most worth listing first: by kind, by how
     often they recur, and those of the task statement before all others; the many
     of one shape a tool showed once each as one entry (see :mod:`.families`). ``carried``
     maps an earlier note's index to the weights its identifiers had when it listed
-    them: folded again, they keep at least that weight (a note names each once, so
-    by its own count they would lose to what came since)."""
+    them, and those used: folded again, they keep at least that weight (a note names
+    each once, so by its own count they would lose to what came since) and stay used."""
     freq: dict[str, float] = defaultdict(float)
     kind_of: dict[str, str] = {}
     first: dict[str, int] = {}
     said: dict[str, int] = defaultdict(int)  # mentions by a person or the agent
     for i in old_idx:
         echo = plans[i].echo
+        speaks = echo > 1.0 and not plans[i].note  # an earlier note carries its own
         for kind, value in plans[i].identifiers:
             freq[value] += echo
             kind_of.setdefault(value, kind)
             first.setdefault(value, i)
-            if echo > 1.0:
+            if speaks:
                 said[value] += 1
     kept: dict[str, float] = {}
-    for i, weights in (carried or {}).items():
+    used_before: set[str] = set()
+    for i, (weights, used) in (carried or {}).items():
+        used_before |= used
         for value, w in weights.items():
             kept[value] = max(kept.get(value, 0.0), w)
             freq[value] = max(freq[value], 1.0)
@@ -244,9 +256,9 @@ def identifier_pool(
         )
         for v in freq
     }
-    # Used: written by a person or the agent (the task, a call's arguments), or kept
-    # by an earlier note; a tool's output alone, however often, is no use of it.
-    uses = {v: said.get(v, 0) + (v in kept) + (first[v] == task) for v in freq}
+    # Used: written by a person or the agent (the task, a call's arguments), now or
+    # before an earlier note; a tool's output alone, however often, is no use of it.
+    uses = {v: said.get(v, 0) + (v in used_before) + (first[v] == task) for v in freq}
     for fam in families(list(freq), uses):
         best = max(weight.pop(v) for v in fam.members)
         entry = fam.entry
