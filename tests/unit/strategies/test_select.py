@@ -54,10 +54,16 @@ def test_filler_is_never_offered() -> None:
 def test_identifiers_stop_at_their_cap_and_sentences_take_the_rest() -> None:
     plans = {0: _plan(0, [("a" * 30, 0.5, ())])}
     pool = [("src/app/models.py", 3.0), ("src/app/views.py", 3.0), ("build_index", 2.0)]
-    sel = items(plans, [0], -1, 1, pool)
+    capped = {v for v, _ in pool}  # all shown only on lines like the others
+    sel = items(plans, [0], -1, 1, pool, capped=capped)
     select(sel, plans, room=1000.0, id_cap=6.0)
     assert sum(sel.chosen_ids) == 1  # one path's estimate fits the cap of 6
     assert _chosen(plans) == {0: [True]}
+    # identifiers on lines that stand out are not capped (a list at all: a cap above 0)
+    plans = {0: _plan(0, [("a" * 30, 0.5, ())])}
+    sel = items(plans, [0], -1, 1, pool, capped={"build_index"})
+    select(sel, plans, room=1000.0, id_cap=2.0)  # under build_index's estimate
+    assert sel.chosen_ids == [True, True, False]
 
 
 def test_a_sentence_whose_words_are_said_yields_to_a_new_one() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from itertools import accumulate, chain, groupby
@@ -136,6 +136,8 @@ class Analysis:
     echo: float
     savings: Mapping[str, int]
     words: tuple[str, ...]  # content words (each once), for the conversation's word rarity
+    alike: tuple[str, ...] = ()  # identifiers shown only on lines like most others of a
+    # long output (an INFO line's request id), or on lines the layers cut as alike
 
     def per_piece(self, flat: Sequence[V]) -> list[Sequence[V]]:
         """``flat``, one item per segment, cut piece by piece."""
@@ -176,7 +178,7 @@ _TAG, _PIECES, _COUNTS, _SEGMENTS, _FEATURES = range(5)
 _CALLS = _FEATURES + _COLUMNS
 _CALL_FEATURES = _CALLS + 1
 _REASONS = _CALL_FEATURES + _COLUMNS
-_CPT, _IDENTIFIERS, _ECHO, _SAVED, _WORDS = range(_REASONS + 1, _REASONS + 6)
+_CPT, _IDENTIFIERS, _ECHO, _SAVED, _WORDS, _ALIKE = range(_REASONS + 1, _REASONS + 7)
 
 
 def _stored(a: Analysis) -> Stored:
@@ -194,6 +196,7 @@ def _stored(a: Analysis) -> Stored:
         a.echo,
         tuple(chain.from_iterable(a.savings.items())),
         a.words,
+        a.alike,
     )
 
 
@@ -212,6 +215,7 @@ def _restored(row: Stored) -> Analysis:
         row[_ECHO],
         dict(_rows(row[_SAVED], 2)),
         row[_WORDS],
+        row[_ALIKE] if len(row) > _ALIKE else (),
     )
 
 
@@ -291,8 +295,11 @@ class Analyzer:
         draft = _Draft(text, max(cpt, 1.0), identifiers)
         draft.apply_layers(self.layers, m.role, self.named)
         pieces = self._pieces(draft)
-        segments, feats = _segments(pieces, draft)
+        segments, feats, distinct, compared = _segments(pieces, draft)
         every = list(chain.from_iterable(feats))
+        alike: tuple[str, ...] = ()
+        if compared or draft.truncated:  # a long output: its lines told apart
+            alike = tuple(sorted({v for _, v in draft.identifiers} - distinct))
         return Analysis(
             speaker_tag(m),
             tuple((p.text, p.keep, p.mode, p.weight) for p in pieces),
@@ -307,6 +314,7 @@ class Analyzer:
             echo_of(m.role),
             dict(draft.savings),
             tuple(set().union(*(f.content for f in every))),
+            alike,
         )
 
     def _note(self, m: Message, tok: int) -> Analysis:
@@ -495,9 +503,11 @@ class _Draft:
 
 def _segments(
     pieces: list[Piece], draft: _Draft
-) -> tuple[list[tuple[str, ...]], list[tuple[Features, ...]]]:
+) -> tuple[list[tuple[str, ...]], list[tuple[Features, ...]], set[str], bool]:
     """Each piece's segments (sentences or lines; a preserved piece by line) and their
-    features; the pieces' identifiers join the draft's."""
+    features; the pieces' identifiers join the draft's. With them, the identifiers on
+    segments unlike the others (every segment of a message too short to compare its
+    segments, see :func:`standing`), and whether they were compared."""
     segments: list[tuple[str, ...]] = []
     for p in pieces:
         if not p.keep:
@@ -507,11 +517,31 @@ def _segments(
         else:
             segments.append((p.text,))
     feats: list[tuple[Features, ...]] = []
+    stands = standing(segments)
+    distinct: set[str] = set()
     found_in = found_per_piece(pieces, draft.text)
-    for p, segs, found, st in zip(pieces, segments, found_in, standing(segments), strict=True):
+    for p, segs, found, st in zip(pieces, segments, found_in, stands, strict=True):
         if not draft.truncated and not draft.is_json:
             draft.identifiers += [(kind, value) for kind, value, _, _ in found]
+        if st is None:
+            distinct.update(value for _, value, _, _ in found)
+        else:
+            distinct.update(_on_distinct(segs, found, st))
         flags = Flags.of(p.text) if len(segs) > 4 else ALL_FLAGS
         weight = p.weight * (POLICY.preserved_weight if p.keep else 1.0)
         feats.append(tuple(segment_features(segs, found, flags, weight, st)))
-    return segments, feats
+    return segments, feats, distinct, bool(stands) and stands[0] is not None
+
+
+def _on_distinct(
+    segments: Sequence[str], found: Sequence[tuple[str, str, int, int]], st: Sequence[float]
+) -> Iterator[str]:
+    """The identifiers of ``found`` (offsets into the joined ``segments``) that lie on
+    a segment of full standing (one unlike the others)."""
+    ends = list(accumulate(map(len, segments)))
+    k = 0
+    for _, value, start, _ in found:
+        while k < len(ends) - 1 and start >= ends[k]:
+            k += 1
+        if st[k] >= 1.0:
+            yield value

@@ -43,7 +43,7 @@ class Layout:
     plans: dict[int, Plan]
     pool: list[tuple[str, float]]
     shortened: dict[int, Message] = field(default_factory=dict)  # the newest, cut in place
-    used: frozenset[str] = frozenset()  # identifiers the conversation used (see Pool)
+    alike: frozenset[str] = frozenset()  # identifiers only alike lines showed (see Pool)
 
 
 class Assembled(NamedTuple):
@@ -68,19 +68,19 @@ class Notes:
     id_share: float = 1.0  # the most of a note its list may take (beside other lines)
 
     def listable(
-        self, listed: list[str], lines: list[str], counter: TokenCounter, used: Collection[str]
+        self, listed: list[str], lines: list[str], counter: TokenCounter, alike: Collection[str]
     ) -> list[str]:
-        """Of ``listed`` (best first), those the conversation ``used`` and the first of
-        the others that keep them within ``id_share`` of a note of ``lines`` and the
-        list: what only a tool showed must not crowd out what the note says (a note of
-        nothing else lists them all)."""
+        """Of ``listed`` (best first), those not ``alike`` and the first of the others
+        (shown only on lines like most others of a long output) that keep them within
+        ``id_share`` of a note of ``lines`` and the list: a log's thousand request ids
+        must not crowd out what the note says (a note of nothing else lists them all)."""
         share = self.id_share
         if not lines or share >= 1.0:
             return listed
         allowance = share / (1.0 - share) * counter.count_text("\n".join(lines))
         out: list[str] = []
         for value in listed:
-            if value not in used:
+            if value in alike:
                 allowance -= counter.count_text(value) + 1  # and its separator
                 if allowance < 0:
                     continue
@@ -324,7 +324,7 @@ def assemble(
     note_at: int | None = None
     if holes:
         chosen = [v for (v, _), ok in zip(layout.pool, chosen_ids, strict=True) if ok]
-        listed = notes.listable(chosen, lines, counter, layout.used)
+        listed = notes.listable(chosen, lines, counter, layout.alike)
         shown = others_text + "\n" + "\n".join(lines)
         note = notes.write(folded, lines, listed, shown, counter)
         note_at = insert_note(out, note, hole=_gap(out, holes))

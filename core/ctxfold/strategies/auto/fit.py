@@ -52,6 +52,7 @@ class Fitted(NamedTuple):
     pool: list[tuple[str, float]]
     verbatim: Mapping[str, float]
     used: frozenset[str] = frozenset()  # identifiers the conversation used (see Pool)
+    alike: frozenset[str] = frozenset()  # those only alike lines showed (see Pool)
 
 
 def carried_cost(conv: Conversation, free: list[Unit], notes: Notes) -> int:
@@ -131,13 +132,13 @@ def fit(conv: Conversation, opts: AutoOptions, analyzer: Analyzer, notes: Notes)
     if analyzer.layers.dedup:
         mark_duplicates(messages, plans)
 
-    pool, said = identifier_pool(plans, old_idx, task, carried_weights(messages, old_idx))
+    pool, said, alike = identifier_pool(plans, old_idx, task, carried_weights(messages, old_idx))
     in_verbatim = lookup(shown_text(messages[i] for i in verbatim), len(pool))
     shown = {v: w for v, w in pool if v in in_verbatim}
     pool = [(v, w) for v, w in pool if v not in shown]
-    sel = items(plans, old_idx, task, n, pool, opts.task_share * avail, said)
+    sel = items(plans, old_idx, task, n, pool, POLICY.task_opening * avail, alike)
     select(sel, plans, avail - used, opts.digest_share * (avail - used))
-    layout = Layout(pinned, verbatim, old_units, plans, pool, cut, said)
+    layout = Layout(pinned, verbatim, old_units, plans, pool, cut, alike)
     loop = _Loop(free_room=budget - pinned_cost, id_share=opts.digest_share)
     done = _converge(conv, layout, sel, notes, opts.name, loop)
     while done is None and verbatim:
@@ -159,7 +160,7 @@ def fit(conv: Conversation, opts: AutoOptions, analyzer: Analyzer, notes: Notes)
         layout.old_units = sorted([*layout.old_units, oldest], key=lambda u: u.start)
         done = _converge(conv, layout, sel, notes, opts.name, loop)
     if done is not None:
-        return Fitted(*done, plans, pool, shown, said)
+        return Fitted(*done, plans, pool, shown, said, alike)
     for i in [i for i, v in verbatim.items() if v is Verbatim.TASK]:  # folded too
         plans[i] = make_plan(analyzer(messages[i], tokens[i]), i, ctx)
     return _fold_all(conv, layout, notes, opts)
@@ -195,17 +196,20 @@ def _plans(
 
 
 def carried_weights(messages: Sequence[Message], old_idx: list[int]) -> dict[int, Carried]:
-    """The weights earlier notes among the older messages gave what they listed, and
-    which of those the conversation had used."""
+    """The weights earlier notes among the older messages gave what they listed, which
+    of those the conversation had used and which only alike lines had shown."""
     out: dict[int, Carried] = {}
     for i in old_idx:
         meta = messages[i].metadata.get(NOTE_KEY)
-        weights = meta.get("weights") if isinstance(meta, Mapping) else None
+        if not isinstance(meta, Mapping):
+            continue
+        weights = meta.get("weights")
         if isinstance(weights, Mapping):
-            used = meta.get("used") if isinstance(meta, Mapping) else None
+            used, alike = meta.get("used"), meta.get("alike")
             out[i] = Carried(
                 {str(v): float(w) for v, w in weights.items()},
                 frozenset(map(str, used)) if isinstance(used, list) else frozenset(),
+                frozenset(map(str, alike)) if isinstance(alike, list) else frozenset(),
             )
     return out
 
@@ -225,6 +229,7 @@ def with_weights(out: list[Message], fitted: Fitted) -> list[Message]:
     weights = {v: w for v, w in pool if v in listed or v in seen} | dict(fitted.verbatim)
     meta["weights"] = {v: round(w, 4) for v, w in weights.items()}
     meta["used"] = sorted(v for v in weights if v in fitted.used)
+    meta["alike"] = sorted(v for v in weights if v in fitted.alike)
     return [*out[:at], replace(note, metadata={NOTE_KEY: meta}), *out[at + 1 :]]
 
 
@@ -292,8 +297,9 @@ def _fold_all(conv: Conversation, layout: Layout, notes: Notes, opts: AutoOption
 
 def fill(fitted: Fitted, budget: int, counter: TokenCounter, share: float) -> Fitted:
     """Room the selection's estimates left: the next identifiers of the pool that fit,
-    counted exactly, added to the note's list while it holds at most ``share`` of the
-    note (room no sentence can take stays free: the output is the cheaper)."""
+    counted exactly, added to the note's list; those only alike lines showed while the
+    list holds at most ``share`` of the note (room no sentence can take stays free: the
+    output is the cheaper)."""
     out, at = fitted.messages, fitted.note_at
     if at is None or not fitted.pool:
         return fitted
@@ -305,9 +311,10 @@ def fill(fitted: Fitted, budget: int, counter: TokenCounter, share: float) -> Fi
     text = note.content
     last = text.rsplit("\n", 1)[-1]
     listed_now = counter.count_text(last) if last.startswith(POLICY.also) else 0
+    alike_room = room
     if share < 1.0:  # the list after, x tokens more: listed_now + x <= share * (note + x)
         grown = (share * counter.count_message(note) - listed_now) / (1.0 - share)
-        room = min(room, int(grown))
+        alike_room = min(room, int(grown))
     seen = lookup(fitted.others, len(fitted.pool))  # none of the pool is shown verbatim
     also = POLICY.also
     listing = text.rsplit("\n", 1)[-1].startswith(also)
@@ -322,12 +329,14 @@ def fill(fitted: Fitted, budget: int, counter: TokenCounter, share: float) -> Fi
             continue
         piece = (", " if listing else f"\n{also}") + value
         cost = counter.count_text(piece)
-        if cost > room:
+        capped = value in fitted.alike
+        if cost > room or (capped and cost > alike_room):
             misses += 1
             continue
         text += piece
         listing = True
         room -= cost
+        alike_room -= cost if capped else 0
         added.append(value)
     listed = list(meta.get("listed", ()))
     while added:  # pieces counted alone may merge differently: check the whole

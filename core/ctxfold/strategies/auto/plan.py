@@ -65,6 +65,7 @@ class Plan:
     note: bool = False  # an earlier note, folded again: its lines name their speakers
     deduplicated: bool = False
     savings: Mapping[str, int] = field(default_factory=dict)  # tokens, by layer
+    alike: frozenset[str] = frozenset()  # see Analysis.alike
 
     def complete(self) -> bool:
         """Whether everything is chosen (the message can stay in place)."""
@@ -113,6 +114,7 @@ def make_plan(
         a.echo,
         note,
         savings=a.savings,
+        alike=frozenset(a.alike),
     )
 
 
@@ -198,19 +200,22 @@ def id_value(ident: str, weight: float) -> float:
 
 class Carried(NamedTuple):
     """What an earlier note, folded again, carries of its list: each identifier's
-    weight, and those the conversation had used."""
+    weight, those the conversation had used, and those only alike lines had shown."""
 
     weights: Mapping[str, float]
     used: frozenset[str] = frozenset()
+    alike: frozenset[str] = frozenset()
 
 
 class Pool(NamedTuple):
-    """The identifiers worth listing, best first with their weights, and those the
-    conversation used (the task named them, a person or the agent wrote them, an
-    earlier note kept them)."""
+    """The identifiers worth listing, best first with their weights; those the
+    conversation used (the task named them, a person or the agent wrote them, before an
+    earlier note or since); and those only lines like most others of a long output
+    showed (an INFO line's request id), which the list's share caps."""
 
     ranked: list[tuple[str, float]]
     used: frozenset[str]
+    alike: frozenset[str] = frozenset()
 
 
 def identifier_pool(
@@ -229,19 +234,25 @@ def identifier_pool(
     kind_of: dict[str, str] = {}
     first: dict[str, int] = {}
     said: dict[str, int] = defaultdict(int)  # mentions by a person or the agent
+    stands_out: set[str] = set()  # shown once at least on a line unlike the others
     for i in old_idx:
         echo = plans[i].echo
         speaks = echo > 1.0 and not plans[i].note  # an earlier note carries its own
+        note = plans[i].note  # an earlier note carries what it knew (see ``carried``)
+        alike = plans[i].alike
         for kind, value in plans[i].identifiers:
             freq[value] += echo
             kind_of.setdefault(value, kind)
             first.setdefault(value, i)
             if speaks:
                 said[value] += 1
+            if not note and value not in alike:
+                stands_out.add(value)
     kept: dict[str, float] = {}
     used_before: set[str] = set()
-    for i, (weights, used) in (carried or {}).items():
+    for i, (weights, used, was_alike) in (carried or {}).items():
         used_before |= used
+        stands_out.update(v for v in weights if v not in was_alike)
         for value, w in weights.items():
             kept[value] = max(kept.get(value, 0.0), w)
             freq[value] = max(freq[value], 1.0)
@@ -265,4 +276,6 @@ def identifier_pool(
         weight[entry] = best
         first[entry] = first[fam.members[0]]
     ranked = sorted(weight, key=lambda v: (-weight[v], first[v], v))
-    return Pool([(v, weight[v]) for v in ranked], frozenset(v for v, n in uses.items() if n))
+    used = frozenset(v for v, n in uses.items() if n)
+    alike = frozenset(v for v in weight if v not in stands_out and v not in used)
+    return Pool([(v, weight[v]) for v in ranked], used, alike)

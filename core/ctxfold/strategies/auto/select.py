@@ -50,7 +50,7 @@ _item = cast("Callable[[tuple[Any, ...]], Item]", partial(tuple.__new__, Item))
 class Selection(NamedTuple):
     """What can be chosen, best first, the identifiers' choices (by pool index), the
     cheapest cost from each item on (``floor[j]``: no item from ``j`` costs less), and
-    which identifiers count against the list's cap (not those the conversation used)."""
+    which identifiers count against the list's cap (those only alike lines showed)."""
 
     items: list[Item]
     chosen_ids: list[bool]
@@ -65,7 +65,7 @@ def items(
     n: int,
     pool: list[tuple[str, float]],
     task_room: float = 0.0,
-    used: Collection[str] = (),
+    capped: Collection[str] = (),
 ) -> Selection:
     """Every identifier of the pool, sentence, line and tool call, ranked by value per
     token (newer and task content worth a little more; filler never). A task too long
@@ -83,8 +83,7 @@ def items(
             _first(out, start, task_room)
     out.sort()
     floor = list(accumulate(map(itemgetter(2), reversed(out)), min, initial=math.inf))
-    capped = [v not in used for v, _ in pool]
-    return Selection(out, [False] * len(pool), floor[::-1], capped)
+    return Selection(out, [False] * len(pool), floor[::-1], [v in capped for v, _ in pool])
 
 
 def _offer(out: list[Item], i: int, p: Plan, boost: float) -> None:
@@ -145,7 +144,7 @@ def select(
     item that costs more than it is passed over for good, and the walk ends where
     nothing further fits."""
     its, chosen_ids, floor, capped = sel.items, sel.chosen_ids, sel.floor, sel.capped
-    free_ids = id_cap > 0  # a list at all: what the conversation used is not capped
+    free_ids = id_cap > 0  # a list at all: only what alike lines showed is capped
     tagged, covered = _covered(plans) if top_up else (set(), set())
     redundancy, tag_cost = POLICY.redundancy, POLICY.tag_cost
     identifier, call = Slot.IDENTIFIER, Slot.CALL
