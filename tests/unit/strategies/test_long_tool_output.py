@@ -193,3 +193,18 @@ def test_a_session_keeps_the_hits_on_what_the_task_names_across_compactions(budg
     listed = [ln for ln in note.text.split("\n") if ln.startswith(POLICY.also)]
     ratio = sum(COUNTER.count_text(ln) for ln in listed) / COUNTER.count_text(note.text)
     assert ratio <= 0.25
+
+
+def test_only_identifiers_on_alike_lines_are_capped_and_never_a_file_to_open() -> None:
+    """Of a long output's identifiers, those only its alike lines showed are capped
+    (a route with numbers, an id); a path to a file is not (a listing's every line is
+    alike, and any file in it may be read next); one on a line that stands out is not."""
+    from ctxfold.strategies.auto.plan import Plan, identifier_pool
+
+    ids = (("path", "src/billing/refund.py"), ("path", "/api/v1/orders/123"), ("id", "req_8f2a"))
+    plan = Plan(
+        3, "tool", (), (), (), (), [], (), (), [], (), 1.0, ids,
+        alike=frozenset({"src/billing/refund.py", "/api/v1/orders/123"}),
+    )  # fmt: skip
+    pool = identifier_pool({3: plan}, [3], task=-1)
+    assert pool.alike == {"/api/v1/orders/123"}

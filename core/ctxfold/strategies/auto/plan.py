@@ -218,6 +218,13 @@ class Pool(NamedTuple):
     alike: frozenset[str] = frozenset()
 
 
+def _openable(kind: str, value: str) -> bool:
+    """Whether ``value`` names a file an agent can open: a path without a number (a
+    directory listing's every line is alike, and any one may be read next; a route or a
+    log's ``file:line`` has numbers, and its family stands for it)."""
+    return kind == "path" and not any(c.isdigit() for c in value)
+
+
 def identifier_pool(
     plans: dict[int, Plan],
     old_idx: list[int],
@@ -277,5 +284,9 @@ def identifier_pool(
         first[entry] = first[fam.members[0]]
     ranked = sorted(weight, key=lambda v: (-weight[v], first[v], v))
     used = frozenset(v for v, n in uses.items() if n)
-    alike = frozenset(v for v in weight if v not in stands_out and v not in used)
+    alike = frozenset(
+        v
+        for v in weight
+        if v not in stands_out and v not in used and not _openable(kind_of.get(v, ""), v)
+    )
     return Pool([(v, weight[v]) for v in ranked], used, alike)
