@@ -295,7 +295,8 @@ class Analyzer:
         draft = _Draft(text, max(cpt, 1.0), identifiers)
         draft.apply_layers(self.layers, m.role, self.named)
         pieces = self._pieces(draft)
-        segments, feats, distinct, compared = _segments(pieces, draft)
+        # A note's lines were chosen already: comparing them says nothing of worth.
+        segments, feats, distinct, compared = _segments(pieces, draft, not is_note(m))
         every = list(chain.from_iterable(feats))
         alike: tuple[str, ...] = ()
         if compared or draft.truncated:  # a long output: its lines told apart
@@ -502,12 +503,13 @@ class _Draft:
 
 
 def _segments(
-    pieces: list[Piece], draft: _Draft
+    pieces: list[Piece], draft: _Draft, compare: bool
 ) -> tuple[list[tuple[str, ...]], list[tuple[Features, ...]], set[str], bool]:
     """Each piece's segments (sentences or lines; a preserved piece by line) and their
     features; the pieces' identifiers join the draft's. With them, the identifiers on
-    segments unlike the others (every segment of a message too short to compare its
-    segments, see :func:`standing`), and whether they were compared."""
+    segments unlike the others (every segment when not ``compare``, as for an earlier
+    note, or of a message too short to compare them, see :func:`standing`), and
+    whether they were compared."""
     segments: list[tuple[str, ...]] = []
     for p in pieces:
         if not p.keep:
@@ -517,7 +519,7 @@ def _segments(
         else:
             segments.append((p.text,))
     feats: list[tuple[Features, ...]] = []
-    stands = standing(segments)
+    stands = standing(segments) if compare else [None] * len(segments)
     distinct: set[str] = set()
     found_in = found_per_piece(pieces, draft.text)
     for p, segs, found, st in zip(pieces, segments, found_in, stands, strict=True):
