@@ -11,7 +11,7 @@ from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, Te
 
 from ctxfold import ConfigurationError
 from ctxfold.strategies.base import check_budget
-from ctxfold.text.scoring import shorten
+from ctxfold.text import shorten
 from ctxfold.tokens import get_counter
 
 from ._options import check_fields

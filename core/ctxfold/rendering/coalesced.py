@@ -14,7 +14,7 @@ from typing import Any
 from ..exceptions import BudgetError
 from ..messages import Message
 from ..text.adapters import ERROR_LINE
-from ..text.scoring import shorten
+from ..text.shortening import shorten
 from ..tokens import TokenCounter, get_counter
 from .base import (
     _COMMON,

@@ -15,7 +15,7 @@ from dataclasses import replace
 from .._json import loads as json_loads
 from ..contract import Conversation
 from ..messages import Message, ToolCall
-from ..text.scoring import shorten
+from ..text.shortening import shorten
 from ..tokens import TokenCounter
 from ..units import Unit
 

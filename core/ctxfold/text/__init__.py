@@ -13,7 +13,8 @@ from .adapters import (
     unregister_adapter,
 )
 from .layers import Codebook, Layers, decode
-from .scoring import ExtractiveSummarizer, shorten
+from .scoring import ExtractiveSummarizer
+from .shortening import shorten
 
 __all__ = [
     "BaseAdapter",

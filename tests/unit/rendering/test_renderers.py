@@ -36,7 +36,7 @@ from ctxfold.rendering import (
     ToolUse,
 )
 from ctxfold.testing import check_tool_integrity
-from ctxfold.text.scoring import shorten
+from ctxfold.text import shorten
 
 COUNTER = get_counter("o200k_base")
 _RETURNCODE = re.compile(r"<returncode>(\d+)</returncode>")
