@@ -1,13 +1,15 @@
 """Which passages a query recalls: each passage the query's terms find (BM25) or that
 was said in a period it names, valued by that relevance and by what it carries
 (numbers, names, identifiers), with the passages beside it (the reply holds the
-answer as often as the line that matched); ranked once, then the best first while
-they fit a room, none the output already shows."""
+answer as often as the line that matched); that ranking read in turn with the plain
+one (whole messages by that relevance, each with the messages beside it, as BM25 +
+neighbours takes them), so what the plain ranking puts first is never left behind;
+then the best first while they fit a room, none the output already shows."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from heapq import heappop, heappush
 from typing import NamedTuple
 
@@ -16,7 +18,7 @@ from .index import RecallIndex
 from .periods import periods
 from .terms import terms
 
-__all__ = ["Pick", "Ranked", "Ranking", "choose", "fit", "rank"]
+__all__ = ["Fused", "Pick", "Ranked", "Ranking", "choose", "fit", "plain", "rank"]
 
 #: How much a neighbour of a found passage is worth against it: the one after it (the
 #: reply, often the answer) and the one before it (what it answers). Tuned on two
@@ -113,12 +115,72 @@ class Ranked:
             heappush(self._heap, (-v, pid))
 
 
+def plain(index: RecallIndex, scores: dict[int, float], last: int) -> Iterator[int]:
+    """The passages in the order BM25 + neighbours takes whole messages: those
+    holding a passage of ``scores`` by their best passage's score (the later of two
+    alike first), each message's passages followed by those of the message after it
+    and the one before it; none at or past passage ``last``, none twice."""
+    best: dict[int, float] = {}
+    of = index.passages.messages
+    for pid, s in scores.items():
+        k = of[pid]
+        if s > best.get(k, 0.0):
+            best[k] = s
+    given: set[int] = set()
+    for k in sorted(best, key=lambda k: (-best[k], -k)):
+        for near in (k, k + 1, k - 1):
+            if 0 <= near < len(index) and near not in given:
+                given.add(near)
+                yield from (pid for pid in index.of_message(near) if pid < last)
+
+
+class Fused:
+    """Rankings read in turn, a rank of each at a time, each passage taken where it is
+    first read (then skipped): within any room, the best of every ranking come
+    first, each as far down as the others. A passage's value is ``1 / (its place +
+    1)``. Made as far as it is read."""
+
+    def __init__(self, *rankings: Iterable[int]) -> None:
+        self._lists = [iter(r) for r in rankings]
+        self._turn = 0
+        self._taken: set[int] = set()
+        self._made: list[tuple[int, float]] = []
+
+    def __iter__(self) -> Iterator[tuple[int, float]]:
+        k = 0
+        while k < len(self._made) or self._make():
+            yield self._made[k]
+            k += 1
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Fused):
+            return NotImplemented
+        return list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def _make(self) -> bool:
+        """Make the next passage; False when there is none."""
+        while self._lists:
+            self._turn %= len(self._lists)
+            pid = next(self._lists[self._turn], None)
+            if pid is None:  # this ranking is read to its end: the others go on
+                del self._lists[self._turn]
+                continue
+            self._turn += 1
+            if pid not in self._taken:
+                self._taken.add(pid)
+                self._made.append((pid, 1.0 / (len(self._made) + 1)))
+                return True
+        return False
+
+
 class Ranking(NamedTuple):
-    """The passages a query finds, best first, with their values (see
-    :class:`Ranked`); and the query's terms that show a passage in full (see
+    """The passages a query finds, best first, with their values (see :class:`Fused`);
+    and the query's terms that show a passage in full (see
     :meth:`RecallIndex.leaves_out`)."""
 
-    found: Ranked
+    found: Fused
     asked: frozenset[str]
 
 
@@ -141,9 +203,12 @@ def choose(
 
 def rank(index: RecallIndex, query: str, until: int) -> Ranking:
     """The passages of messages before ``until`` that ``query`` finds, best first:
-    each worth its relevance (a share of the best) and a little more for what it
-    carries; its neighbours a share of that. The last ranking of each index is kept
-    (a render asks twice: how much room, then what fits) until the index grows."""
+    read in turn from two rankings (see :class:`Fused`), :class:`Ranked` (each worth
+    its relevance, a share of the best, and a little more for what it carries; its
+    neighbours a share of that) and :func:`plain` (whole messages by relevance, each
+    with its neighbours, as BM25 + neighbours takes them). The last ranking of each
+    index is kept (a render asks twice: how much room, then what fits) until the
+    index grows."""
     key = ("rank", query, until)
     kept = index.derived.get(key)
     if isinstance(kept, Ranking):
@@ -157,7 +222,10 @@ def rank(index: RecallIndex, query: str, until: int) -> Ranking:
 def _rank(index: RecallIndex, query: str, until: int) -> Ranking:
     asked = frozenset(terms(query)).difference(index.names)  # not "Thanks, Mel!"
     last = index.of_message(until - 1).stop if until > 0 else 0  # none before
-    return Ranking(Ranked(index, _fused(index, query, until), last), asked)
+    bm25 = index.search(terms(query), before=until)
+    scores = _valued(index, bm25, query, until)
+    valued = Ranked(index, scores, last)
+    return Ranking(Fused((pid for pid, _ in valued), plain(index, scores, last)), asked)
 
 
 def fit(
@@ -187,17 +255,17 @@ def fit(
     return sorted(picks)
 
 
-def _fused(index: RecallIndex, query: str, until: int) -> dict[int, float]:
-    """Each passage's relevance: BM25 on the query's terms, plus a term's worth when
-    it was said in a period the query names, plus, with an embedder, its similarity
-    to the query (above :data:`SIMILAR_FLOOR`, scaled so the most similar passage
-    counts :data:`SIMILAR_WEIGHT` of the best BM25 score). With BM25 alone, only the
-    passages a ranking takes (at least :data:`FLOOR` of the best)."""
+def _valued(index: RecallIndex, bm25: dict[int, float], query: str, until: int) -> dict[int, float]:
+    """Each passage's relevance: its BM25 score ``bm25`` on the query's terms, plus a
+    term's worth when it was said in a period the query names, plus, with an
+    embedder, its similarity to the query (above :data:`SIMILAR_FLOOR`, scaled so the
+    most similar passage counts :data:`SIMILAR_WEIGHT` of the best BM25 score)."""
     during = index.during(periods(query), before=until)
     sims = index.similar(query, before=until)
     best = max(sims.values(), default=0.0)
-    alone = not during and best <= SIMILAR_FLOOR
-    found = index.search(terms(query), before=until, floor=FLOOR if alone else 0.0)
+    if not during and best <= SIMILAR_FLOOR:
+        return bm25
+    found = dict(bm25)
     for pid, s in during.items():
         found[pid] = found.get(pid, 0.0) + s
     if best <= SIMILAR_FLOOR:

@@ -12,7 +12,17 @@ from ctxfold import Message, get_counter
 from ctxfold._column import BLOCK
 from ctxfold.recall import index as index_module
 from ctxfold.recall.index import RecallIndex
-from ctxfold.recall.select import CARRIES, FLOOR, NEXT_SHARE, PREVIOUS_SHARE, fit, rank
+from ctxfold.recall.select import (
+    CARRIES,
+    FLOOR,
+    NEXT_SHARE,
+    PREVIOUS_SHARE,
+    Fused,
+    Ranked,
+    fit,
+    plain,
+    rank,
+)
 
 SAID = [
     "The order ORD-{k} for the blue kettle shipped from the Leeds depot on day {k}.",
@@ -58,16 +68,48 @@ def test_a_ranking_is_the_full_sort_made_only_as_far_as_it_is_read(query: str) -
     msgs = _history(3000)
     index = RecallIndex(msgs)
     until = 2900
-    ranking = rank(index, query, until)
-    first = [item for _, item in zip(range(20), ranking.found, strict=False)]
-    carried = len(index._carries)  # what it took to make the best 20
     scores = index.search(index_module.terms(query), before=until)
-    expected = _full_sort(index, scores, index.of_message(until - 1).stop)
+    last = index.of_message(until - 1).stop
+    valued = Ranked(index, scores, last)
+    first = [item for _, item in zip(range(20), valued, strict=False)]
+    carried = len(index._carries)  # what it took to make the best 20
+    expected = _full_sort(index, scores, last)
     assert first == expected[:20]
     found = len(index._carries)  # each passage scoring above the floor
     assert found > 500 and carried < found * 2 // 3  # not all of them
-    assert list(ranking.found) == expected  # read to its end: all of it, in order
-    assert list(ranking.found) == expected  # and again
+    assert list(valued) == expected  # read to its end: all of it, in order
+    assert list(valued) == expected  # and again
+    # What a query recalls reads it in turn with BM25 + neighbours' order.
+    index = RecallIndex(msgs)
+    fused = rank(index, query, until).found
+    first = [pid for _, (pid, _) in zip(range(20), fused, strict=False)]
+    assert len(index._carries) < found * 2 // 3  # made as far as it is read, still
+    ours = [pid for pid, _ in expected]
+    theirs = list(plain(index, scores, last))
+    assert first == _in_turn(ours, theirs)[:20]
+    assert [pid for pid, _ in fused] == _in_turn(ours, theirs)
+
+
+def _in_turn(*rankings: list[int]) -> list[int]:
+    """The rankings read a rank of each at a time, each passage where first read."""
+    out: list[int] = []
+    for k in range(max(map(len, rankings))):
+        for r in rankings:
+            if k < len(r) and r[k] not in out:
+                out.append(r[k])
+    return out
+
+
+def test_the_plain_order_takes_whole_messages_with_the_ones_beside_them() -> None:
+    index = RecallIndex(
+        [Message("user", t) for t in ("hello", "the kettle", "fine", "kettle kettle", "bye")]
+    )
+    scores = index.search(["kettle"], before=5)
+    assert sorted(scores) == [1, 3] and scores[3] > scores[1]
+    assert list(plain(index, scores, last=5)) == [3, 4, 2, 1, 0]  # each: after, before
+    assert list(plain(index, scores, last=4)) == [3, 2, 1, 0]  # none at or past 4
+    fused = list(Fused([2, 9], [3, 2, 7, 8]))  # in turn; 2 where first read
+    assert fused == [(2, 1.0), (3, 0.5), (9, 1 / 3), (7, 0.25), (8, 0.2)]
 
 
 def test_search_sums_the_same_scores_in_a_loop_or_in_arrays(
