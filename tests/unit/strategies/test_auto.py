@@ -714,3 +714,42 @@ def test_a_whole_newest_result_leaves_room_for_what_the_earlier_note_carried(sha
     whole = share < 0.9  # the listing takes more than a tenth of the room
     assert (out.messages[-1] == result) is whole
     check_continuation(msgs, list(out.messages))
+
+
+def test_a_whole_newest_result_leaves_room_for_what_a_tool_showed_before():
+    """The identifiers an earlier note listed because a tool showed them on lines of
+    their own (reservation codes: what the agent acts on next), though nobody wrote
+    them yet, keep their room when the note is folded again beside a newest result
+    that would otherwise take it all."""
+    from ctxfold.result import NOTE_KEY, is_note
+
+    codes = ["JG7FMM", "LQ940Q", "2FBBAH", "X7BYG1", "EQ1G6C", "BOH180", "K3PZ0W", "9MUQ2R"]
+    msgs = [
+        Message("system", "You are an airline agent. Follow the policy. " * 30),
+        Message("user", "Downgrade my reservations to economy, my id is ana_7781."),
+    ]
+    for k in range(4):
+        call = ToolCall(f"c{k}", "list_reservations", json.dumps({"page": k}))
+        shown = [{"reservation_id": c, "cabin": "business"} for c in codes[k * 2 : k * 2 + 2]]
+        msgs += [
+            Message("assistant", None, tool_calls=(call,)),
+            Message("tool", json.dumps(shown), tool_call_id=f"c{k}"),
+            Message("assistant", f"Page {k} lists two reservations; shall I look further?"),
+            Message("user", "Yes, keep looking please."),
+        ]
+    budget = 500
+    compressor = AutoCompressor(reversible=False)
+    first = list(compressor.compress(msgs, budget=budget, counter=COUNTER).messages)
+    note = next(m for m in first if is_note(m))
+    listed = [v for v in note.metadata[NOTE_KEY]["listed"] if v in codes and v in note.text]
+    assert len(listed) >= 4
+    call = Message("assistant", None, tool_calls=(ToolCall("run", "get_policy", "{}"),))
+    room = budget - COUNTER.count_messages(first[:1]) - POLICY.note_overhead
+    text = ""
+    while COUNTER.count_message(Message("tool", text, tool_call_id="run")) < 0.75 * room:
+        text += "Changes to basic economy fares are not allowed after booking.\n"
+    more = [*first, call, Message("tool", text, tool_call_id="run")]
+    out = compressor.compress(more, budget=budget, counter=COUNTER)
+    shown_now = "\n".join(m.text for m in out.messages)
+    assert [v for v in listed if v not in shown_now] == []
+    assert COUNTER.count_messages(list(out.messages)) <= budget

@@ -57,13 +57,13 @@ class Fitted(NamedTuple):
 
 def carried_cost(conv: Conversation, free: list[Unit], notes: Notes) -> int:
     """Tokens the note needs beyond its head (``POLICY.note_overhead``) at least: the
-    identifiers earlier notes among the older messages carried that the conversation
-    used (the note lists them all, uncapped), which no other message in view holds. A
-    session folds its last note again, and what the next note drops is gone from every
-    later render."""
+    identifiers earlier notes among the older messages carried, but those only alike
+    lines showed (the note lists the others all, uncapped), which no other message in
+    view holds. A session folds its last note again, and what the next note drops is
+    gone from every later render."""
     older = [i for u in free[:-1] for i in u.indices]
     carried = carried_weights(conv.messages, older)
-    ids = list(dict.fromkeys(v for c in carried.values() for v in c.weights if v in c.used))
+    ids = list(dict.fromkeys(v for c in carried.values() for v in c.weights if v not in c.alike))
     if not ids:
         return 0
     shown = shown_text(conv.messages[i] for i in free[-1].indices)
