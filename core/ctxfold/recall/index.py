@@ -327,10 +327,9 @@ class RecallIndex:
         n, df = len(self.passages), len(pids)
         return dict.fromkeys(pids, math.log(1.0 + (n - df + 0.5) / (df + 0.5)))
 
-    def search(self, query: Iterable[str], *, before: int, floor: float = 0.0) -> dict[int, float]:
+    def search(self, query: Iterable[str], *, before: int) -> dict[int, float]:
         """The BM25 score of each passage of the messages before ``before`` that holds
-        a term of ``query`` (each term counted once); with a ``floor``, only those
-        scoring at least that share of the best."""
+        a term of ``query`` (each term counted once)."""
         end = self._first[min(before, len(self.speakers))]
         n = len(self.passages)
         if not end or not n:
@@ -343,7 +342,7 @@ class RecallIndex:
                 held.append((math.log(1.0 + (n - df + 0.5) / (df + 0.5)), posting))
         avg = self._total / n
         if sum(len(posting) for _, posting in held) > 8 * SCAN_IN_ARRAYS:
-            return self._search_arrays(held, end, avg, floor)
+            return self._search_arrays(held, end, avg)
         lengths = self._lengths
         scores: dict[int, float] = {}
         for idf, posting in held:
@@ -354,9 +353,6 @@ class RecallIndex:
             for pid, tf in zip(pids[:stop], tfs[:stop], strict=True):
                 norm = tf + _K1 * (1.0 - _B + _B * lengths[pid] / avg)
                 scores[pid] = scores.get(pid, 0.0) + idf * tf * (_K1 + 1.0) / norm
-        if floor > 0.0 and scores:
-            least = floor * max(scores.values())
-            return {pid: v for pid, v in scores.items() if v >= least}
         return scores
 
     def _search_arrays(
@@ -364,7 +360,6 @@ class RecallIndex:
         held: list[tuple[float, bytearray]],
         end: int,
         avg: float,
-        floor: float,
     ) -> dict[int, float]:
         """:meth:`search` over postings of many passages: the same sums, term by
         term in the same order (so the same floats), a term's passages at once."""
@@ -379,10 +374,7 @@ class RecallIndex:
             tf = both[:stop, 1].astype(np.float64)
             norm = tf + _K1 * (1.0 - _B + _B * lengths[pids] / avg)
             scores[pids] += idf * tf * (_K1 + 1.0) / norm
-        top = float(scores.max())
-        if top <= 0.0:
-            return {}
-        hit = np.flatnonzero(scores >= floor * top if floor > 0.0 else scores)
+        hit = np.flatnonzero(scores)
         return dict(zip(hit.tolist(), scores[hit].tolist(), strict=True))
 
 
