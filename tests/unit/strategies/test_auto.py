@@ -753,3 +753,62 @@ def test_a_whole_newest_result_leaves_room_for_what_a_tool_showed_before():
     shown_now = "\n".join(m.text for m in out.messages)
     assert [v for v in listed if v not in shown_now] == []
     assert COUNTER.count_messages(list(out.messages)) <= budget
+
+
+def test_a_chat_keeps_what_was_said_early_as_well_as_what_was_said_late():
+    """A chat's older turns are memory: a fact said in its first sessions is asked
+    about as often as one said last week, so the note weighs them alike (an agent's
+    run weighs newer messages a little more: its latest results are its state)."""
+    templates = [
+        "My sister {n} moved to {c} in {y} to study marine biology.",
+        "I adopted a beagle called {n} from the {c} shelter in {y}.",
+        "{n} and I ran the {c} half marathon in {y}, it took us two hours.",
+        "Our book club picked a novel by {n} set in {c} during {y}.",
+        "I started learning the cello with {n}, a teacher from {c}, back in {y}.",
+        "We painted a mural of {c} harbour with {n} for the {y} fair.",
+    ]
+    names = [
+        "Lena",
+        "Omar",
+        "Priya",
+        "Tomas",
+        "Aiko",
+        "Bruno",
+        "Carla",
+        "Dmitri",
+        "Elif",
+        "Femi",
+        "Greta",
+        "Hugo",
+    ]
+    cities = [
+        "Porto",
+        "Ghent",
+        "Leeds",
+        "Osaka",
+        "Tartu",
+        "Cusco",
+        "Bergen",
+        "Hobart",
+        "Izmir",
+        "Accra",
+        "Kyiv",
+        "Lyon",
+    ]
+    msgs = [Message("system", "You are Ben, Ana's friend.")]
+    facts = []
+    for k in range(12):  # the same kinds of fact in the first half and the second
+        facts.append(templates[k % 6].format(n=names[k], c=cities[k], y=2000 + 3 * k))
+        msgs += [
+            Message("user", f"Hi Ben! Lovely weather today. {facts[-1]} How are you?", name="Ana"),
+            Message("assistant", "Oh nice, that sounds great! I'm good, thanks.", name="Ben"),
+            Message("user", "Glad to hear it. Talk soon!", name="Ana"),
+            Message("assistant", "Talk soon, take care!", name="Ben"),
+        ]
+    budget = COUNTER.count_messages(msgs) // 4
+    out = AutoCompressor().compress(msgs, budget=budget, counter=COUNTER)
+    shown = "\n".join(m.text for m in out.messages)
+    early = sum(f in shown for f in facts[:6])
+    late = sum(f in shown for f in facts[6:])  # the newest turns stay whole besides
+    assert early >= 3 and early >= late - 1, (early, late)
+    assert COUNTER.count_messages(list(out.messages)) <= budget

@@ -136,7 +136,8 @@ def fit(conv: Conversation, opts: AutoOptions, analyzer: Analyzer, notes: Notes)
     in_verbatim = lookup(shown_text(messages[i] for i in verbatim), len(pool))
     shown = {v: w for v, w in pool if v in in_verbatim}
     pool = [(v, w) for v, w in pool if v not in shown]
-    sel = items(plans, old_idx, task, n, pool, POLICY.task_opening * avail, alike)
+    recency = POLICY.agent_recency if uses_tools(messages) else 0.0
+    sel = items(plans, old_idx, task, n, pool, POLICY.task_opening * avail, alike, recency)
     select(sel, plans, avail - used, opts.digest_share * (avail - used))
     layout = Layout(pinned, verbatim, old_units, plans, pool, cut, alike)
     loop = _Loop(free_room=budget - pinned_cost, id_share=opts.digest_share)

@@ -59,8 +59,10 @@ class Policy:
     # sentences say what is asked; the rest competes by value, its identifiers listed:
     # a quarter of the room cost mini-SWE-agent 1.6 points of identifiers at 25%)
     task_id_boost: float = 3.0  # and its identifiers, in the note's list
-    recency_floor: float = 0.9  # the oldest message's weight; the newest gets floor + span
-    recency_span: float = 0.2
+    agent_recency: float = 0.2  # with tool calls, older messages weigh from 0.9 (the
+    # oldest) to 1.1 (the newest): an agent's latest results are its state. Without, all
+    # alike: a chat's older turns are memory, a fact said early asked about as often
+    # (LoCoMo's tune half, answers kept: 72.0% -> 78.7% at 25%, 48.0% -> 56.0% at 10%)
     call_bonus: float = 1.0  # a tool call is worth this much more than its text's score
     id_scale: float = 0.5  # an identifier's value per token against a sentence's
     id_short: float = 4.0  # tokens under which an identifier's value is not discounted

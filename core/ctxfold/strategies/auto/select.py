@@ -66,19 +66,21 @@ def items(
     pool: list[tuple[str, float]],
     task_room: float = 0.0,
     capped: Collection[str] = (),
+    recency: float = 0.0,
 ) -> Selection:
     """Every identifier of the pool, sentence, line and tool call, ranked by value per
-    token (newer and task content worth a little more; filler never). A task too long
-    to stay whole offers its opening, up to ``task_room`` tokens, before all else: what
-    the user asked is in every note."""
+    token (the task's content worth more; filler never; the newest of ``n`` messages
+    worth ``recency`` more than the oldest, those between in proportion). A task too
+    long to stay whole offers its opening, up to ``task_room`` tokens, before all
+    else: what the user asked is in every note."""
     out = [
         _item((-id_value(ident, weight), k, id_cost(ident), Slot.IDENTIFIER, 0, k, _NO_WORDS))
         for k, (ident, weight) in enumerate(pool)
     ]
     for i in old_idx:
-        recency = POLICY.recency_floor + POLICY.recency_span * (i / max(n, 1))
+        newer = 1.0 + recency * (i / max(n, 1) - 0.5)
         start = len(out)
-        _offer(out, i, plans[i], recency * (POLICY.task_boost if i == first_user else 1.0))
+        _offer(out, i, plans[i], newer * (POLICY.task_boost if i == first_user else 1.0))
         if i == first_user:
             _first(out, start, task_room)
     out.sort()
