@@ -209,7 +209,7 @@ def test_codebook_layers_encode_the_note_and_decode_exactly():
     assert "§" not in decoded and len(body) < len(decoded)
     assert "/testbed/src/sqlfluff/rules/" in decoded
     assert all(
-        line.startswith(("assistant:", "tool result:", "Also mentioned:"))
+        line.startswith(("assistant:", "tool result:", "Also mentioned:", "Files:"))
         for line in decoded.splitlines()
     )
     assert coded.stats.tokens_after <= budget and plain.stats.tokens_after <= budget

@@ -28,6 +28,7 @@ from ...units import Unit
 from ..newest import SHORTENED
 from .plan import SPEAKER_TAG, Plan, lookup, shown_text
 from .policy import POLICY, Verbatim
+from .state import WorkingState
 
 __all__ = ["Assembled", "Layout", "Notes", "assemble", "savings"]
 
@@ -44,6 +45,8 @@ class Layout:
     pool: list[tuple[str, float]]
     shortened: dict[int, Message] = field(default_factory=dict)  # the newest, cut in place
     alike: frozenset[str] = frozenset()  # identifiers only alike lines showed (see Pool)
+    state: WorkingState = field(default_factory=WorkingState)  # what the older show
+    head: list[str] = field(default_factory=list)  # the state's lines the note opens with
 
 
 class Assembled(NamedTuple):
@@ -95,9 +98,11 @@ class Notes:
         shown: str,
         counter: TokenCounter,
         summarized: bool = False,
+        state: WorkingState | None = None,
     ) -> Message:
         """The note on ``folded`` messages: ``lines``, then the ``candidates`` not in
-        ``shown``, none listed twice (one inside another listed one is found there)."""
+        ``shown``, none listed twice (one inside another listed one is found there);
+        the working ``state`` in its metadata, for the next note to carry on."""
         how = "summarized" if summarized else "condensed"
         in_shown = lookup(shown, len(candidates))
         listed = _outermost(dict.fromkeys(v for v in candidates if v not in in_shown))
@@ -105,6 +110,8 @@ class Notes:
         if listed:
             body.append(POLICY.also + ", ".join(listed))
         meta: dict[str, Any] = {"folded": folded, "listed": candidates}
+        if state:
+            meta["state"] = state.meta()
         text = "\n".join(body)
         layers = self.layers
         if text and (layers.codebook or layers.static_codebook or layers.path_aliases):
@@ -285,6 +292,8 @@ def assemble(
     folded = 0
     last_tag = ""
     holes: list[int] = []
+    task = next((i for i, m in enumerate(messages) if m.role == "user"), -1)
+    head_at = 0  # where the working state's lines go: after the task's, if folded
     for i, m in enumerate(messages):
         t = tokens[i]
         if i in layout.pinned:
@@ -318,15 +327,18 @@ def assemble(
             elif shown:
                 lines.append(f"{p.tag}: {shown}")
                 last_tag = p.tag
+                if not head_at and i == task:  # what was asked, then where the work is
+                    head_at = len(lines)
             action: Action = "deduplicated" if p.deduplicated else "summarized"
             trace.append(Decision(i, action, FOLDED, t, 0, step, tuple(p.reasons)))
     others_text = shown_text(others)
+    lines[head_at:head_at] = layout.head
     note_at: int | None = None
     if holes:
         chosen = [v for (v, _), ok in zip(layout.pool, chosen_ids, strict=True) if ok]
         listed = notes.listable(chosen, lines, counter, layout.alike)
         shown = others_text + "\n" + "\n".join(lines)
-        note = notes.write(folded, lines, listed, shown, counter)
+        note = notes.write(folded, lines, listed, shown, counter, state=layout.state)
         note_at = insert_note(out, note, hole=_gap(out, holes))
     return Assembled(out, trace, note_at, others_text)
 

@@ -34,6 +34,7 @@ from .plan import (
 )
 from .policy import POLICY, AutoOptions, Verbatim
 from .select import Selection, items, select, trim
+from .state import working_state
 
 __all__ = ["Fitted", "fill", "fit", "summarize_note"]
 
@@ -138,8 +139,11 @@ def fit(conv: Conversation, opts: AutoOptions, analyzer: Analyzer, notes: Notes)
     pool = [(v, w) for v, w in pool if v not in shown]
     recency = POLICY.agent_recency if uses_tools(messages) else 0.0
     sel = items(plans, old_idx, task, n, pool, POLICY.task_opening * avail, alike, recency)
-    select(sel, plans, avail - used, opts.digest_share * (avail - used))
-    layout = Layout(pinned, verbatim, old_units, plans, pool, cut, alike)
+    state = working_state(messages, old_idx)
+    head = state.lines(POLICY.state_share * (avail - used), conv.counter, in_verbatim)
+    room = avail - used - (conv.counter.count_text("\n".join(head)) + 1 if head else 0)
+    select(sel, plans, room, opts.digest_share * room)
+    layout = Layout(pinned, verbatim, old_units, plans, pool, cut, alike, state, head)
     loop = _Loop(free_room=budget - pinned_cost, id_share=opts.digest_share)
     done = _converge(conv, layout, sel, notes, opts.name, loop)
     while done is None and verbatim:
@@ -284,6 +288,7 @@ def _fold_all(conv: Conversation, layout: Layout, notes: Notes, opts: AutoOption
         i: v for i, v in layout.verbatim.items() if v is not Verbatim.TASK
     }
     bare = Layout(layout.pinned, newest, layout.old_units, layout.plans, [], layout.shortened)
+    bare.state = layout.state  # the shortest note still hands the state on
     out, trace, note_at, others = assemble(conv, bare, [], notes, opts.name, force_fold=True)
     required = conv.counter.count_messages(out)
     if required > conv.budget:

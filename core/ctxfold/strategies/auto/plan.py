@@ -19,6 +19,7 @@ from ...text.scoring import ScoreContext, combine_all
 from .analysis import Analysis
 from .families import families
 from .policy import POLICY
+from .state import STATE_HEADS
 
 __all__ = [
     "SPEAKER_TAG",
@@ -127,12 +128,15 @@ _FURNITURE = re.compile(rf"(?:{SPEAKER_TAG.pattern})?(?:{NOTE_HEAD.pattern})")
 
 
 def _furniture(segments: Sequence[str]) -> list[int]:
-    """The segments that make up a note's head lines (the next note writes its own)."""
+    """The segments that make up a note's head lines and its working state's lines
+    (the next note writes its own)."""
     out: list[int] = []
     line_start, inside = True, False
     for si, seg in enumerate(segments):
         if line_start:  # a head holds its mark: most lines need no match
-            inside = NOTE_MARK in seg and bool(_FURNITURE.match(seg))
+            inside = (NOTE_MARK in seg and bool(_FURNITURE.match(seg))) or seg.startswith(
+                STATE_HEADS
+            )
         if inside:
             out.append(si)
         line_start = seg.endswith("\n")

@@ -59,6 +59,8 @@ class Policy:
     # sentences say what is asked; the rest competes by value, its identifiers listed:
     # a quarter of the room cost mini-SWE-agent 1.6 points of identifiers at 25%)
     task_id_boost: float = 3.0  # and its identifiers, in the note's list
+    state_share: float = 0.08  # the most of the note's room its working state's lines
+    # take (the files touched, the errors still open: see ``state``), newest first
     agent_recency: float = 0.2  # with tool calls, older messages weigh from 0.9 (the
     # oldest) to 1.1 (the newest): an agent's latest results are its state. Without, all
     # alike: a chat's older turns are memory, a fact said early asked about as often

@@ -1,0 +1,364 @@
+"""The agent's working state, read from its tool calls with no model: the files it
+touched (read, edited, created, ran: the last action on each) and the errors its
+commands met that no later run of the same command followed with a success.
+
+A note shows them first, in lines of their own (``Files: ...``, ``Unresolved: ...``),
+within a share of its room (see :func:`.fit.fit`); its selected lines and its list
+follow. A note folded again hands its state on in its metadata, so a session's notes
+keep what every earlier round saw. Each line names what it comes from: a file by its
+path, an error by the command that met it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum
+
+from ...messages import Message, ToolCall
+from ...result import NOTE_KEY
+from ...text.scoring import severe
+from ...tokens import TokenCounter
+
+__all__ = [
+    "FILES",
+    "STATE_HEADS",
+    "UNRESOLVED",
+    "OpenError",
+    "Touch",
+    "WorkingState",
+    "command_of",
+    "failure",
+    "shell_lines",
+    "shell_touches",
+    "touches",
+    "working_state",
+]
+
+
+#: What the state's lines begin with (a note folded again offers neither: the next
+#: note writes its own, from the state its metadata hands on).
+FILES = "Files: "
+UNRESOLVED = "Unresolved: "
+STATE_HEADS = (FILES, UNRESOLVED)
+
+
+class Touch(str, Enum):
+    """What the agent last did to a file."""
+
+    READ = "read"
+    EDITED = "edited"
+    CREATED = "created"
+    RAN = "ran"
+
+
+@dataclass(frozen=True)
+class OpenError:
+    """An error a command met (its result's last error line) that no later run of
+    the same command followed with a success."""
+
+    command: str
+    error: str
+
+
+#: Arguments that name the file a call acts on (editors, readers, notebooks).
+_PATH_KEYS = ("path", "file_path", "filename", "file", "notebook_path")
+#: An editor's sub-command (SWE-agent's ``str_replace_editor``, Anthropic's text editor).
+_EDITOR = {
+    "view": Touch.READ,
+    "create": Touch.CREATED,
+    "str_replace": Touch.EDITED,
+    "insert": Touch.EDITED,
+    "undo_edit": Touch.EDITED,
+    "edit": Touch.EDITED,
+    "write": Touch.CREATED,
+}
+#: A tool's name says what it does to the file its arguments name.
+_BY_NAME = (
+    (("write", "create"), Touch.CREATED),
+    (("edit", "replace", "patch", "insert"), Touch.EDITED),
+    (("read", "view", "open", "cat"), Touch.READ),
+)
+#: Shell verbs that read the files they name, and those that run them.
+_READERS = frozenset(
+    [
+        "cat",
+        "head",
+        "tail",
+        "less",
+        "more",
+        "nl",
+        "bat",
+        "wc",
+        "diff",
+        "grep",
+        "egrep",
+        "rg",
+        "awk",
+        "sed",
+    ]
+)
+_RUNNERS = frozenset(["python", "python3", "pytest", "node", "bash", "sh", "ruby", "go", "deno"])
+_SCRIPTED = frozenset(["grep", "egrep", "rg", "sed", "awk", "perl"])  # a pattern or script first
+_SEPARATORS = re.compile(r"&&|\|\||[;|]")
+_HEREDOC = re.compile(r"<<-?\s*['\"]?(\w+)['\"]?")
+_NOT_IN_PATHS = frozenset("$`*?{}()=<>|&;,'\"")
+_EXIT = re.compile(
+    r"<returncode>\s*(-?\d+)\s*</returncode>"
+    r"|\bexit(?:ed)?(?: with)?(?: code| status)?[:= ]+(-?\d+)",
+    re.IGNORECASE,
+)
+_TAGS = re.compile(r"</?(?:returncode|output)>")  # mini-SWE-agent's result frame
+#: A line that reports an error (``KeyError: 'rule'``, ``error: expected ;``, ``FAILED
+#: tests/x.py::t``, ``Error: reservation not found``), not prose that names one.
+_REPORT = re.compile(
+    r"(?:^|\s)(?:[A-Z]\w*(?:Error|Exception)|[Ee]rror|[Ff]atal|panic)\s?:|\b(?:ERROR|FAILED|FATAL)\b"
+)
+_ERROR_CHARS = 160  # an error line is shown up to this many characters
+_COMMAND_CHARS = 100  # and the command that met it
+
+
+@dataclass(frozen=True)
+class WorkingState:
+    """The files touched (each path's last action, in the order of their last touch)
+    and the errors still open (in the order they were met)."""
+
+    files: tuple[tuple[str, Touch], ...] = ()
+    errors: tuple[OpenError, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.files or self.errors)
+
+    def lines(
+        self, max_tokens: float, counter: TokenCounter, elsewhere: Container[str] = ()
+    ) -> list[str]:
+        """The state's lines within ``max_tokens``: the open errors, newest first,
+        then the files, those changed (edited, created) first, then those run, then
+        those read (but those named ``elsewhere``, in the output beside the note), each the
+        last touched first; what does not fit is left out."""
+        out: list[str] = []
+        used = 0.0
+        for e in reversed(self.errors):
+            line = f"{UNRESOLVED}`{e.command}` -> {e.error}"
+            cost = counter.count_text(line) + 1
+            if used + cost > max_tokens:
+                break
+            out.append(line)
+            used += cost
+        shown: list[str] = []
+        for path, touch in sorted(reversed(self.files), key=lambda f: _FIRST[f[1]]):
+            if touch is Touch.READ and path in elsewhere:
+                continue  # the output names it: reading it again is no news
+            entry = f"{path} ({touch.value})"
+            cost = counter.count_text(", " + entry) + (0 if shown else 3)
+            if used + cost > max_tokens:
+                break
+            shown.append(entry)
+            used += cost
+        return ([FILES + ", ".join(shown)] if shown else []) + out
+
+    def meta(self) -> dict[str, list[list[str]]]:
+        """The state as a note's metadata keeps it (JSON: lists of strings)."""
+        return {
+            "files": [[p, t.value] for p, t in self.files],
+            "errors": [[e.command, e.error] for e in self.errors],
+        }
+
+    @classmethod
+    def from_meta(cls, meta: object) -> WorkingState:
+        """The state an earlier note kept in its metadata; an empty one for anything
+        else (a note without one, or metadata edited into another shape)."""
+        if not isinstance(meta, Mapping):
+            return cls()
+        files = [
+            (f[0], Touch(f[1]))
+            for f in _rows(meta.get("files"))
+            if isinstance(f, list) and len(f) == 2 and f[1] in _TOUCHES and isinstance(f[0], str)
+        ]
+        errors = [
+            OpenError(e[0], e[1])
+            for e in _rows(meta.get("errors"))
+            if isinstance(e, list) and len(e) == 2 and all(isinstance(x, str) for x in e)
+        ]
+        return cls(tuple(files), tuple(errors))
+
+
+_TOUCHES = frozenset(t.value for t in Touch)
+#: Which files a short state names first: what the agent changed is its work.
+_FIRST = {Touch.EDITED: 0, Touch.CREATED: 0, Touch.RAN: 1, Touch.READ: 2}
+
+
+def _rows(value: object) -> list[object]:
+    """A metadata field's rows: a list's items, nothing for anything else."""
+    return value if isinstance(value, list) else []
+
+
+def working_state(messages: Sequence[Message], indices: Iterable[int]) -> WorkingState:
+    """The working state the messages at ``indices`` (in order) show: an earlier
+    note's state (from its metadata) carried on, then each tool call's touches and
+    each result's outcome."""
+    files: dict[str, Touch] = {}
+    errors: dict[str, OpenError] = {}
+    calls: dict[str, ToolCall] = {}
+    for i in indices:
+        m = messages[i]
+        meta = m.metadata.get(NOTE_KEY)
+        if isinstance(meta, Mapping) and "state" in meta:
+            before = WorkingState.from_meta(meta["state"])
+            for path, touch in before.files:
+                files.pop(path, None)
+                files[path] = touch
+            errors.update((_key(e.command), e) for e in before.errors)
+            continue
+        for c in m.tool_calls:
+            calls[c.id] = c
+            for path, touch in touches(c):
+                files.pop(path, None)
+                files[path] = touch
+        if m.role == "tool" and m.tool_call_id in calls:
+            command = command_of(calls[m.tool_call_id])
+            error = failure(m.text)
+            errors.pop(_key(command), None)  # met again: as it ends now
+            if error is not None:
+                errors[_key(command)] = OpenError(command, error)
+    return WorkingState(tuple(files.items()), tuple(errors.values()))
+
+
+def _key(command: str) -> str:
+    """What makes two runs the same command: its last step (``cd repo && python
+    x.py`` and ``python x.py`` run the same thing)."""
+    return _SEPARATORS.split(command)[-1].strip()
+
+
+def _arguments(c: ToolCall) -> dict[str, object]:
+    try:
+        args = json.loads(c.arguments) if c.arguments else {}
+    except ValueError:
+        return {}
+    return args if isinstance(args, dict) else {}
+
+
+def command_of(c: ToolCall) -> str:
+    """A call as its open error names it: a shell command's first line, else the
+    call with its arguments; shortened."""
+    command = _arguments(c).get("command")
+    if isinstance(command, str) and command.strip() and command not in _EDITOR:
+        text = "; ".join(shell_lines(command))
+    else:
+        text = f"{c.name}({c.arguments})"
+    text = " ".join(text.split())
+    return text if len(text) <= _COMMAND_CHARS else text[: _COMMAND_CHARS - 3] + "..."
+
+
+def touches(c: ToolCall) -> list[tuple[str, Touch]]:
+    """The files a tool call acts on and how: an editor's path by its sub-command, a
+    reader's or writer's by its name, a shell command's by its verbs and redirects."""
+    args = _arguments(c)
+    path = next((v for k in _PATH_KEYS if isinstance(v := args.get(k), str) and v), None)
+    command = args.get("command")
+    if path is not None:
+        if isinstance(command, str) and command in _EDITOR:
+            return [(path, _EDITOR[command])]
+        name = c.name.lower()
+        for words, touch in _BY_NAME:
+            if any(w in name for w in words):
+                return [(path, touch)]
+        return []
+    if isinstance(command, str):
+        return list(dict.fromkeys(shell_touches(command)))
+    return []
+
+
+def shell_lines(command: str) -> list[str]:
+    """A shell command's lines without the bodies of its here-documents (the code a
+    ``cat > x.py << 'EOF'`` writes is no command)."""
+    out: list[str] = []
+    end: str | None = None
+    for raw in command.strip().splitlines():
+        line = raw.strip()
+        if end is not None:
+            if line == end:
+                end = None
+            continue
+        if line:
+            out.append(line)
+            found = _HEREDOC.search(line)
+            end = found.group(1) if found else None
+    return out
+
+
+def shell_touches(command: str) -> Iterator[tuple[str, Touch]]:
+    """The files a shell command reads, writes (``>``, ``tee``, ``sed -i``) or runs
+    (``python x.py``, ``pytest tests/x.py``); a here-document's body is not looked at,
+    nor a search's pattern or an editor's script."""
+    for part in (p for line in shell_lines(command) for p in _SEPARATORS.split(line)):
+        words = [w.strip("'\"") for w in part.split()]
+        while words and ("=" in words[0] or words[0] in ("sudo", "env", "time", "timeout")):
+            words = words[1:]  # an assignment or a wrapper
+            if words and words[0].isdigit():
+                words = words[1:]  # timeout's seconds
+        if not words or words[0] == "cd":
+            continue
+        written = dict(_redirects(words))
+        yield from written.items()
+        verb = words[0].rsplit("/", 1)[-1]
+        operands = [w for w in words[1:] if not w.startswith(("-", ">", "<"))]
+        if verb in _SCRIPTED:
+            operands = operands[1:]  # the pattern or the script, then the files
+        named = [w.split("::", 1)[0] for w in operands if w not in written and _pathlike(w)]
+        if verb in ("sed", "perl") and any(w.startswith("-i") or w == "-pi" for w in words):
+            yield from ((w, Touch.EDITED) for w in named)
+        elif verb == "tee":
+            touch = Touch.EDITED if "-a" in words else Touch.CREATED
+            yield from ((w, touch) for w in named)
+        elif verb == "touch":
+            yield from ((w, Touch.CREATED) for w in named)
+        elif verb in _READERS:
+            yield from ((w, Touch.READ) for w in named if not w.endswith("/"))
+        elif verb in _RUNNERS or verb.startswith("python"):
+            yield from ((w, Touch.RAN) for w in named[:1])
+
+
+def _redirects(words: list[str]) -> Iterator[tuple[str, Touch]]:
+    """The files ``>`` and ``>>`` write (``> f``, ``>f``, ``>> f``)."""
+    for k, w in enumerate(words):
+        if not w.startswith(">") or w.startswith(">&"):
+            continue
+        target = w.lstrip(">") or (words[k + 1] if k + 1 < len(words) else "")
+        if target and target != "/dev/null" and _pathlike(target):
+            yield target, Touch.EDITED if w.startswith(">>") else Touch.CREATED
+
+
+def _pathlike(word: str) -> bool:
+    """Whether a command's word names a file: a path with a slash, or a name with an
+    extension (``x.py``, ``tests/test_x.py::test_y``); no URL, option or glob."""
+    word = word.split("::", 1)[0]
+    if not word or len(word) > 300 or "://" in word or not _NOT_IN_PATHS.isdisjoint(word):
+        return False
+    stem, _, ext = word.rpartition(".")
+    named = bool(stem.strip(".")) and 0 < len(ext) <= 8 and ext[0].isalpha() and ext.isalnum()
+    return "/" in word or named
+
+
+def failure(result: str) -> str | None:
+    """The error a tool result reports, or ``None`` for a success: with an exit
+    status, a non-zero one (its last line reporting an error, else naming one, else
+    its last line); without, its last line reporting an error (a traceback ends on
+    the exception)."""
+    found = _EXIT.search(result[:200]) or _EXIT.search(result[-200:])
+    lines = [_TAGS.sub("", _EXIT.sub("", x)).strip() for x in result.splitlines()]
+    lines = [x for x in lines if x]
+    reports = [x for x in lines if _REPORT.search(x)]
+    if found is not None:
+        status = int(found.group(1) or found.group(2))
+        if status == 0:
+            return None
+        errors = reports or [x for x in lines if severe(x.lower())] or lines
+        line = f"exit {status}: {errors[-1]}" if errors else f"exit {status}"
+    elif reports:  # no status: only a line that reports an error, not one that names one
+        line = reports[-1]
+    else:
+        return None
+    return line if len(line) <= _ERROR_CHARS else line[: _ERROR_CHARS - 3] + "..."

@@ -1,0 +1,199 @@
+"""The agent's working state in a note: the files its tool calls touched (the last
+action on each) and the errors no later run of the same command resolved, read from
+the calls of the clients we meet (a shell tool, SWE-agent's and Anthropic's editors,
+Claude Code's Read/Edit/Write), carried from note to note in a session."""
+
+from __future__ import annotations
+
+import json
+
+import ctxfold
+from ctxfold import AutoCompressor, Message, ToolCall, get_counter
+from ctxfold.result import NOTE_KEY, is_note
+from ctxfold.strategies.auto.state import (
+    OpenError,
+    Touch,
+    WorkingState,
+    failure,
+    touches,
+    working_state,
+)
+from ctxfold.validity import turn_order_problems
+
+COUNTER = get_counter("o200k_base")
+
+
+def _call(name: str, **args: object) -> ToolCall:
+    return ToolCall("c", name, json.dumps(args))
+
+
+def test_an_editor_a_reader_and_a_writer_name_their_file_and_action() -> None:
+    editor = "str_replace_editor"
+    assert touches(_call(editor, command="view", path="/repo/a.py")) == [("/repo/a.py", Touch.READ)]
+    assert touches(_call(editor, command="create", path="b.py", file_text="x")) == [
+        ("b.py", Touch.CREATED)
+    ]
+    assert touches(_call(editor, command="str_replace", path="a.py", old_str="x")) == [
+        ("a.py", Touch.EDITED)
+    ]
+    assert touches(_call("Edit", file_path="src/c.ts", old_string="a")) == [
+        ("src/c.ts", Touch.EDITED)
+    ]
+    assert touches(_call("Read", file_path="src/c.ts")) == [("src/c.ts", Touch.READ)]
+    assert touches(_call("Write", file_path="notes.md", content="x")) == [
+        ("notes.md", Touch.CREATED)
+    ]
+    assert touches(_call("get_reservation_details", reservation_id="JG7FMM")) == []
+
+
+def test_a_shell_command_reads_writes_and_runs_files_by_its_verbs() -> None:
+    def shell(command: str) -> list[tuple[str, Touch]]:
+        return touches(_call("bash", command=command))
+
+    assert shell("cat -n src/app/models.py | head -50") == [("src/app/models.py", Touch.READ)]
+    assert shell("sed -i 's/old/new/' src/app/models.py") == [("src/app/models.py", Touch.EDITED)]
+    # a here-document's body is code, not commands; the file it writes is created
+    written = "cat > repro.py << 'EOF'\nimport os\nprint(open('secret.txt').read())\nEOF\n"
+    assert shell(written + "python repro.py") == [
+        ("repro.py", Touch.CREATED),
+        ("repro.py", Touch.RAN),
+    ]
+    assert shell("cd /repo && python -m pytest tests/test_a.py::test_b -q") == [
+        ("tests/test_a.py", Touch.RAN)
+    ]
+    assert shell('grep -rn "self.items" src/ tests/test_x.py') == [("tests/test_x.py", Touch.READ)]
+    assert shell("echo done >> log.txt 2>/dev/null") == [("log.txt", Touch.EDITED)]
+    assert shell("ls -la src/ && git status") == []
+    assert shell("curl -s https://example.com/a.json") == []
+
+
+def test_a_result_reports_an_error_by_its_exit_status_or_an_error_line() -> None:
+    framed = "<returncode>{}</returncode>\n<output>\n{}\n</output>"
+    trace = "Traceback (most recent call last):\n  File \"t.py\", line 3\nKeyError: 'rule'"
+    assert failure(framed.format(1, trace)) == "exit 1: KeyError: 'rule'"
+    assert failure(framed.format(0, "all good, 0 errors")) is None
+    assert failure(framed.format(2, "")) == "exit 2"
+    assert failure("Error: reservation not found") == "Error: reservation not found"
+    assert failure("FAILED tests/test_a.py::test_b - assert 1 == 2\n1 failed") == (
+        "FAILED tests/test_a.py::test_b - assert 1 == 2"
+    )
+    # prose that names errors reports none
+    assert failure("rules/L001.py checks the layout for errors and reports them.") is None
+    assert len(failure("Error: " + "x" * 5000) or "") <= 160
+
+
+def _run(*steps: tuple[str, str]) -> list[Message]:
+    """A shell agent's run: each step a command and its result."""
+    msgs = [Message("system", "You are a coding agent."), Message("user", "Fix the bug.")]
+    for k, (command, result) in enumerate(steps):
+        msgs += [
+            Message(
+                "assistant",
+                None,
+                tool_calls=(ToolCall(f"c{k}", "bash", json.dumps({"command": command})),),
+            ),
+            Message("tool", result, tool_call_id=f"c{k}"),
+        ]
+    return msgs
+
+
+def test_an_error_stays_open_until_the_same_command_succeeds() -> None:
+    msgs = _run(
+        ("python repro.py", "Traceback...\nValueError: bad currency"),
+        ("python -m pytest tests/test_b.py", "FAILED tests/test_b.py::t\n1 failed"),
+        ("sed -i 's/a/b/' src/pay.py", ""),
+        ("cd /repo && python repro.py", "ok: 42"),  # the same last step: resolved
+    )
+    state = working_state(msgs, range(len(msgs)))
+    assert state.errors == (
+        OpenError("python -m pytest tests/test_b.py", "FAILED tests/test_b.py::t"),
+    )
+    assert dict(state.files) == {
+        "repro.py": Touch.RAN,
+        "tests/test_b.py": Touch.RAN,
+        "src/pay.py": Touch.EDITED,
+    }
+    assert [p for p, _ in state.files][-1] == "repro.py"  # the last touched last
+    lines = state.lines(200, COUNTER)
+    assert lines == [
+        "Files: src/pay.py (edited), repro.py (ran), tests/test_b.py (ran)",
+        "Unresolved: `python -m pytest tests/test_b.py` -> FAILED tests/test_b.py::t",
+    ]
+    assert state.lines(4, COUNTER) == []  # nothing fits: nothing is cut mid-line
+    assert state.lines(12, COUNTER) == ["Files: src/pay.py (edited)"]  # changed first
+
+
+def test_a_note_hands_its_state_on_and_an_edited_one_is_ignored() -> None:
+    state = WorkingState((("a.py", Touch.EDITED),), (OpenError("make", "error: expected ';'"),))
+    assert WorkingState.from_meta(json.loads(json.dumps(state.meta()))) == state
+    for edited in (
+        None,
+        "files",
+        {"files": [["a.py", "deleted"], ["b.py"], [1, "read"]], "errors": [["x"], [1, 2]]},
+        {"files": "a.py", "errors": None},
+    ):
+        assert WorkingState.from_meta(edited) == WorkingState()
+
+
+def test_the_note_opens_with_the_files_touched_and_the_unresolved_errors() -> None:
+    steps = [(f"cat src/mod_{k}.py", "def f():\n    return 1\n" * 30) for k in range(6)]
+    steps.append(("python run_checks.py", "Traceback...\nKeyError: 'merchant_7_token'"))
+    steps.append(("sed -i 's/token/key/' src/mod_3.py", ""))
+    steps += [(f"cat src/mod_{k}.py", "def g():\n    return 2\n" * 30) for k in range(6, 12)]
+    msgs = _run(*steps)
+    budget = COUNTER.count_messages(msgs) // 4
+    out = list(AutoCompressor().compress(msgs, budget=budget, counter=COUNTER).messages)
+    note = next(m for m in out if is_note(m))
+    lines = note.text.splitlines()
+    assert lines[1].startswith("Files: ") and "src/mod_3.py (edited)" in lines[1]
+    assert lines[2] == "Unresolved: `python run_checks.py` -> KeyError: 'merchant_7_token'"
+    assert COUNTER.count_messages(out) <= budget and turn_order_problems(out) == []
+    assert note.metadata[NOTE_KEY]["state"]["errors"] == [
+        ["python run_checks.py", "KeyError: 'merchant_7_token'"]
+    ]
+
+
+def test_a_session_keeps_the_state_of_every_round_it_folded() -> None:
+    """The first round's files and open error are in the last note, though the
+    messages that showed them were folded two compactions before."""
+    session = ctxfold.Session(budget=2400)
+    rounds: set[object] = set()
+    first = _run(
+        ("cat src/billing/rates.py", "RATE = 3\n" * 40),
+        (
+            "python -m pytest tests/test_rates.py",
+            "E   AssertionError\nFAILED tests/test_rates.py::t\n1 failed",
+        ),
+    )
+    session.add(first)
+    for k in range(12):
+        session.add(
+            [
+                Message(
+                    "assistant",
+                    None,
+                    tool_calls=(
+                        ToolCall(
+                            f"x{k}",
+                            "bash",
+                            json.dumps({"command": f"grep -n rate docs/page_{k}.md"}),
+                        ),
+                    ),
+                ),
+                Message(
+                    "tool",
+                    f"docs/page_{k}.md:{k}: the rate table, row {k}\n" * 40,
+                    tool_call_id=f"x{k}",
+                ),
+            ]
+        )
+        out = list(session.render().messages)
+        assert COUNTER.count_messages(out) <= 2400
+        rounds.update(m.metadata[NOTE_KEY].get("round") for m in out if is_note(m))
+    notes = [m for m in out if is_note(m)]
+    assert notes and len(rounds) >= 2  # compacted twice at least
+    text, state = notes[0].text, notes[0].metadata[NOTE_KEY]["state"]
+    unresolved = "`python -m pytest tests/test_rates.py` -> FAILED tests/test_rates.py::t"
+    assert f"Unresolved: {unresolved}" in text
+    assert "Files: tests/test_rates.py (ran)" in text  # what ran before what was read
+    assert ["src/billing/rates.py", "read"] in state["files"]  # handed on, if not shown
