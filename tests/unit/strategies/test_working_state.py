@@ -6,9 +6,10 @@ Claude Code's Read/Edit/Write), carried from note to note in a session."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import ctxfold
-from ctxfold import AutoCompressor, Message, ToolCall, get_counter
+from ctxfold import AutoCompressor, Message, ToolCall, from_anthropic, get_counter
 from ctxfold.result import NOTE_KEY, is_note
 from ctxfold.strategies.auto.state import (
     OpenError,
@@ -19,6 +20,7 @@ from ctxfold.strategies.auto.state import (
     working_state,
 )
 from ctxfold.validity import turn_order_problems
+from ctxfold.wire.claude_code import read_claude_code_file
 
 COUNTER = get_counter("o200k_base")
 
@@ -197,3 +199,56 @@ def test_a_session_keeps_the_state_of_every_round_it_folded() -> None:
     assert f"Unresolved: {unresolved}" in text
     assert "Files: tests/test_rates.py (ran)" in text  # what ran before what was read
     assert ["src/billing/rates.py", "read"] in state["files"]  # handed on, if not shown
+
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
+
+
+def test_a_claude_code_session_read_from_its_log() -> None:
+    """Claude Code's Read, Edit and Bash tools, read from the example session log (the
+    Anthropic format): the source and the test edited, the suite run; the first run's
+    failure is resolved by the whole suite passing after the fix."""
+    log = read_claude_code_file(EXAMPLES / "claude_code_session.jsonl")
+    msgs = from_anthropic(log.messages, system=log.system)
+    state = working_state(msgs, range(len(msgs)))
+    assert dict(state.files) == {
+        "/home/dev/pagination-demo/src/pages.py": Touch.EDITED,
+        "/home/dev/pagination-demo/tests/test_pages.py": Touch.EDITED,
+        "tests/test_pages.py": Touch.RAN,
+    }
+    assert state.errors == ()
+    first_run = next(i for i, m in enumerate(msgs) if m.role == "tool") + 1
+    early = working_state(msgs, range(first_run))  # before the fix: the failure is open
+    assert early.errors == (
+        OpenError("python -m pytest tests/test_pages.py -q", "1 failed, 1 passed in 0.04s"),
+    )
+
+
+def test_swe_agent_function_calls_and_a_file_listing_that_names_errors() -> None:
+    """SWE-agent's own tools (open, create, edit of the open file): a listing of source
+    code holding ``except ... as error:`` reports no error."""
+    record = json.loads((EXAMPLES / "swe_agent_marshmallow.json").read_text())
+    msgs = ctxfold.from_openai(record["messages"])
+    state = working_state(msgs, range(len(msgs)))
+    assert dict(state.files) == {
+        "setup.py": Touch.READ,
+        "src/marshmallow/fields.py": Touch.READ,
+        "reproduce.py": Touch.RAN,  # created, then run
+    }
+    assert state.errors == ()
+    listing = "1533:            except FieldInstanceResolutionError as error:\n1534: pass"
+    assert failure(listing) is None and failure("log = logging.ERROR") is None
+
+
+def test_a_passing_run_resolves_the_failures_it_covers() -> None:
+    msgs = _run(
+        ("pytest tests/a.py::test_x", "FAILED tests/a.py::test_x - KeyError"),
+        ("pytest tests/b.py", "E   AssertionError\n1 failed"),
+        ("python a.py", "Traceback...\nOSError: gone"),
+        ("pytest tests/a.py -q", "3 passed"),  # the whole file: test_x with it
+        ("python b.py", "fine"),  # another program file: a.py still failing
+    )
+    state = working_state(msgs, range(len(msgs)))
+    assert [e.command for e in state.errors] == ["pytest tests/b.py", "python a.py"]
+    msgs += _run(("pytest -q", "12 passed"))[2:]  # every test: b.py's failure is over
+    assert [e.command for e in working_state(msgs, range(len(msgs))).errors] == ["python a.py"]

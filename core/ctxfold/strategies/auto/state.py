@@ -111,11 +111,19 @@ _EXIT = re.compile(
     re.IGNORECASE,
 )
 _TAGS = re.compile(r"</?(?:returncode|output)>")  # mini-SWE-agent's result frame
-#: A line that reports an error (``KeyError: 'rule'``, ``error: expected ;``, ``FAILED
-#: tests/x.py::t``, ``Error: reservation not found``), not prose that names one.
+#: A line that reports an error, not prose or code that names one: an exception at the
+#: line's start (``KeyError: 'rule'``, pytest's ``E   AssertionError``), a line opening
+#: with error or fatal (``Error: reservation not found``), a compiler's ``x.c:3:5:
+#: error:``, an upper-case ERROR, FAILED or FATAL that is no attribute (not
+#: ``logging.ERROR``); else a count of failures (``1 failed, 3 passed``). Not
+#: ``except KeyError as error:`` in a file's listing.
 _REPORT = re.compile(
-    r"(?:^|\s)(?:[A-Z]\w*(?:Error|Exception)|[Ee]rror|[Ff]atal|panic)\s?:|\b(?:ERROR|FAILED|FATAL)\b"
+    r"^(?:E\s+)?[A-Z]\w*(?:Error|Exception)\b(?::|$)"
+    r"|^(?:[Ee]rror|[Ff]atal|panic)\b"
+    r"|:\d+(?::\d+)?:\s?(?:fatal )?error\b"
+    r"|(?<![.\w])(?:ERROR|FAILED|FATAL)\b(?!\.)"
 )
+_FAILURES = re.compile(r"\b[1-9]\d* (?:failed|errors?)\b")  # a summary's count of them
 _ERROR_CHARS = 160  # an error line is shown up to this many characters
 _COMMAND_CHARS = 100  # and the command that met it
 
@@ -200,7 +208,7 @@ def working_state(messages: Sequence[Message], indices: Iterable[int]) -> Workin
     note's state (from its metadata) carried on, then each tool call's touches and
     each result's outcome."""
     files: dict[str, Touch] = {}
-    errors: dict[str, OpenError] = {}
+    errors: dict[_Run, OpenError] = {}
     calls: dict[str, ToolCall] = {}
     for i in indices:
         m = messages[i]
@@ -210,7 +218,7 @@ def working_state(messages: Sequence[Message], indices: Iterable[int]) -> Workin
             for path, touch in before.files:
                 files.pop(path, None)
                 files[path] = touch
-            errors.update((_key(e.command), e) for e in before.errors)
+            errors.update((_Run.of(e.command), e) for e in before.errors)
             continue
         for c in m.tool_calls:
             calls[c.id] = c
@@ -219,17 +227,37 @@ def working_state(messages: Sequence[Message], indices: Iterable[int]) -> Workin
                 files[path] = touch
         if m.role == "tool" and m.tool_call_id in calls:
             command = command_of(calls[m.tool_call_id])
-            error = failure(m.text)
-            errors.pop(_key(command), None)  # met again: as it ends now
+            error, run = failure(m.text), _Run.of(command)
+            errors.pop(run, None)  # met again: as it ends now
             if error is not None:
-                errors[_key(command)] = OpenError(command, error)
+                errors[run] = OpenError(command, error)
+            else:  # a success resolves every failed run it covers
+                errors = {r: e for r, e in errors.items() if not run.covers(r)}
     return WorkingState(tuple(files.items()), tuple(errors.values()))
 
 
-def _key(command: str) -> str:
-    """What makes two runs the same command: its last step (``cd repo && python
-    x.py`` and ``python x.py`` run the same thing)."""
-    return _SEPARATORS.split(command)[-1].strip()
+@dataclass(frozen=True)
+class _Run:
+    """What a command runs: its program (the last step's words that are neither
+    options nor files: ``python pytest``) and the files it names (none: all of them)."""
+
+    program: str
+    files: frozenset[str]
+
+    @classmethod
+    def of(cls, command: str) -> _Run:
+        words = _SEPARATORS.split(command)[-1].split()
+        files = frozenset(w.split("::", 1)[0] for w in words if _pathlike(w))
+        program = " ".join(w for w in words if not w.startswith("-") and not _pathlike(w))
+        return cls(program, files)
+
+    def covers(self, other: _Run) -> bool:
+        """Whether this run, succeeding, shows ``other``'s failure is over: the same
+        program on all files, or on every file ``other`` named (``pytest -q`` covers
+        ``pytest tests/a.py``; ``python b.py`` covers nothing of ``python a.py``)."""
+        if self.program != other.program:
+            return False
+        return not self.files or (bool(other.files) and other.files <= self.files)
 
 
 def _arguments(c: ToolCall) -> dict[str, object]:
@@ -350,7 +378,7 @@ def failure(result: str) -> str | None:
     found = _EXIT.search(result[:200]) or _EXIT.search(result[-200:])
     lines = [_TAGS.sub("", _EXIT.sub("", x)).strip() for x in result.splitlines()]
     lines = [x for x in lines if x]
-    reports = [x for x in lines if _REPORT.search(x)]
+    reports = [x for x in lines if _REPORT.search(x)] or [x for x in lines if _FAILURES.search(x)]
     if found is not None:
         status = int(found.group(1) or found.group(2))
         if status == 0:
