@@ -49,7 +49,32 @@ class Pick(NamedTuple):
     full: bool = False
 
 
-class Ranked:
+class _Made:
+    """A ranking made as far as it is read: ``_make`` appends the next passage and
+    value to ``_made`` (False when there is none); reading it again reads what was
+    made, then makes more."""
+
+    def __init__(self) -> None:
+        self._made: list[tuple[int, float]] = []
+
+    def __iter__(self) -> Iterator[tuple[int, float]]:
+        k = 0
+        while k < len(self._made) or self._make():
+            yield self._made[k]
+            k += 1
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, _Made) or type(other) is not type(self):
+            return NotImplemented
+        return list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def _make(self) -> bool:
+        raise NotImplementedError
+
+
+class Ranked(_Made):
     """The passages a query finds, best first (by value, then position), with their
     values: made in that order as they are read, so reading the best few hundred of a
     long history's tens of thousands finds what carries (:meth:`RecallIndex.carries`)
@@ -70,20 +95,7 @@ class Ranked:
         self._hits, self._next = hits, 0  # hits[_next:] are still to take
         self._value: dict[int, float] = {}
         self._heap: list[tuple[float, int]] = []  # (-value, pid), stale ones skipped
-        self._made: list[tuple[int, float]] = []
-
-    def __iter__(self) -> Iterator[tuple[int, float]]:
-        k = 0
-        while k < len(self._made) or self._make():
-            yield self._made[k]
-            k += 1
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Ranked):
-            return NotImplemented
-        return list(self) == list(other)
-
-    __hash__ = None  # type: ignore[assignment]
+        super().__init__()
 
     def _make(self) -> bool:
         """Make the next passage of the ranking; False when there is none."""
@@ -134,7 +146,7 @@ def plain(index: RecallIndex, scores: dict[int, float], last: int) -> Iterator[i
                 yield from (pid for pid in index.of_message(near) if pid < last)
 
 
-class Fused:
+class Fused(_Made):
     """Rankings read in turn, a rank of each at a time, each passage taken where it is
     first read (then skipped): within any room, the best of every ranking come
     first, each as far down as the others. A passage's value is ``1 / (its place +
@@ -144,20 +156,7 @@ class Fused:
         self._lists = [iter(r) for r in rankings]
         self._turn = 0
         self._taken: set[int] = set()
-        self._made: list[tuple[int, float]] = []
-
-    def __iter__(self) -> Iterator[tuple[int, float]]:
-        k = 0
-        while k < len(self._made) or self._make():
-            yield self._made[k]
-            k += 1
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Fused):
-            return NotImplemented
-        return list(self) == list(other)
-
-    __hash__ = None  # type: ignore[assignment]
+        super().__init__()
 
     def _make(self) -> bool:
         """Make the next passage; False when there is none."""
