@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import json
 import re
+from collections import deque
 from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
+from typing import NamedTuple
 
+from ..._state import LRU, memo
 from ...messages import Message, ToolCall
 from ...result import NOTE_KEY
 from ...text.scoring import severe
@@ -118,12 +121,16 @@ _TAGS = re.compile(r"</?(?:returncode|output)>")  # mini-SWE-agent's result fram
 #: ``logging.ERROR``); else a count of failures (``1 failed, 3 passed``). Not
 #: ``except KeyError as error:`` in a file's listing.
 _REPORT = re.compile(
-    r"^(?:E\s+)?[A-Z]\w*(?:Error|Exception)\b(?::|$)"
-    r"|^(?:[Ee]rror|[Ff]atal|panic)\b"
-    r"|:\d+(?::\d+)?:\s?(?:fatal )?error\b"
-    r"|(?<![.\w])(?:ERROR|FAILED|FATAL)\b(?!\.)"
+    r"^[ \t]*(?:E[ \t]+)?[A-Z]\w*(?:Error|Exception)\b(?::|$)"
+    r"|^[ \t]*(?:[Ee]rror|[Ff]atal|panic)\b"
+    r"|:\d+(?::\d+)?:[ \t]?(?:fatal )?error\b"
+    r"|(?<![.\w])(?:ERROR|FAILED|FATAL)\b(?!\.)",
+    re.MULTILINE,
 )
 _FAILURES = re.compile(r"\b[1-9]\d* (?:failed|errors?)\b")  # a summary's count of them
+#: What each result read reported, by its length and hash (not the text itself: the
+#: memo must not keep a thousand long results alive after their messages are gone).
+_FAILURES_SEEN: LRU[str | None] = memo(8_192)
 _ERROR_CHARS = 160  # an error line is shown up to this many characters
 _COMMAND_CHARS = 100  # and the command that met it
 
@@ -209,7 +216,7 @@ def working_state(messages: Sequence[Message], indices: Iterable[int]) -> Workin
     each result's outcome."""
     files: dict[str, Touch] = {}
     errors: dict[_Run, OpenError] = {}
-    calls: dict[str, ToolCall] = {}
+    calls: dict[str, _Call] = {}
     for i in indices:
         m = messages[i]
         meta = m.metadata.get(NOTE_KEY)
@@ -221,19 +228,36 @@ def working_state(messages: Sequence[Message], indices: Iterable[int]) -> Workin
             errors.update((_Run.of(e.command), e) for e in before.errors)
             continue
         for c in m.tool_calls:
-            calls[c.id] = c
-            for path, touch in touches(c):
+            calls[c.id] = call = _CALLS.cached((c.name, c.arguments), _Call.of, c)
+            for path, touch in call.touches:
                 files.pop(path, None)
                 files[path] = touch
         if m.role == "tool" and m.tool_call_id in calls:
-            command = command_of(calls[m.tool_call_id])
-            error, run = failure(m.text), _Run.of(command)
+            call = calls[m.tool_call_id]
+            error, run = failure(m.text), call.run
             errors.pop(run, None)  # met again: as it ends now
             if error is not None:
-                errors[run] = OpenError(command, error)
+                errors[run] = OpenError(call.command, error)
             else:  # a success resolves every failed run it covers
                 errors = {r: e for r, e in errors.items() if not run.covers(r)}
     return WorkingState(tuple(files.items()), tuple(errors.values()))
+
+
+class _Call(NamedTuple):
+    """What the state reads of a tool call (memoized by its name and arguments: a
+    session's every compaction reads its calls again)."""
+
+    touches: tuple[tuple[str, Touch], ...]
+    command: str
+    run: _Run
+
+    @classmethod
+    def of(cls, c: ToolCall) -> _Call:
+        command = command_of(c)
+        return cls(tuple(touches(c)), command, _Run.of(command))
+
+
+_CALLS: LRU[_Call] = memo(8_192)
 
 
 @dataclass(frozen=True)
@@ -374,19 +398,39 @@ def failure(result: str) -> str | None:
     """The error a tool result reports, or ``None`` for a success: with an exit
     status, a non-zero one (its last line reporting an error, else naming one, else
     its last line); without, its last line reporting an error (a traceback ends on
-    the exception)."""
+    the exception). Memoized: a session's every compaction reads its results again."""
+    return _FAILURES_SEEN.cached((len(result), hash(result)), _failure, result)
+
+
+def _failure(result: str) -> str | None:
     found = _EXIT.search(result[:200]) or _EXIT.search(result[-200:])
-    lines = [_TAGS.sub("", _EXIT.sub("", x)).strip() for x in result.splitlines()]
-    lines = [x for x in lines if x]
-    reports = [x for x in lines if _REPORT.search(x)] or [x for x in lines if _FAILURES.search(x)]
-    if found is not None:
-        status = int(found.group(1) or found.group(2))
-        if status == 0:
-            return None
-        errors = reports or [x for x in lines if severe(x.lower())] or lines
-        line = f"exit {status}: {errors[-1]}" if errors else f"exit {status}"
-    elif reports:  # no status: only a line that reports an error, not one that names one
-        line = reports[-1]
-    else:
+    status = int(found.group(1) or found.group(2)) if found else None
+    if status == 0:
+        return None
+    line = _last_line(_REPORT, result) or _last_line(_FAILURES, result)
+    if status is not None:
+        if line is None:  # nothing reports it: a line naming one, else the last line
+            lines = [x for x in map(_clean, result.splitlines()) if x]
+            named = [x for x in lines if severe(x.lower())] or lines
+            line = named[-1] if named else None
+        line = f"exit {status}: {line}" if line else f"exit {status}"
+    if line is None:
         return None
     return line if len(line) <= _ERROR_CHARS else line[: _ERROR_CHARS - 3] + "..."
+
+
+def _last_line(pattern: re.Pattern[str], text: str) -> str | None:
+    """The last line of ``text`` that ``pattern`` finds something on (one scan of
+    the whole text, not a search per line), without the result's frame."""
+    found = deque(pattern.finditer(text), maxlen=1)
+    if not found:
+        return None
+    last = found[0]
+    start = text.rfind("\n", 0, last.start()) + 1
+    end = text.find("\n", last.end())
+    return _clean(text[start : end if end >= 0 else len(text)]) or None
+
+
+def _clean(line: str) -> str:
+    """A result's line without mini-SWE-agent's frame (``<returncode>``, ``<output>``)."""
+    return _TAGS.sub("", _EXIT.sub("", line)).strip()
