@@ -127,7 +127,11 @@ _STATUS = re.compile(
     r"deselected)\b|\b(?:PASSED|FAILED|ERROR|SKIPPED|XFAIL|PASS|FAIL|OK)\b|^=+ .+ =+$|"
     r"^(?:ok|FAIL|---) |^test result:|^Ran \d+ tests?|collected \d+ items?)"
 )
-_LOCATION = re.compile(
+#: A line that opens with an exception's name (``KeyError: 'x'``, ``IOException``).
+EXCEPTION = re.compile(r"^\w*(?:Error|Exception)\b")
+#: A line that says where something happened: ``x.py:12:``, ``File "x.py", line 12``,
+#: ``at f (x.js:3:9)``, ``--> src/a.rs:510:59`` (matched at the line's start).
+LOCATION = re.compile(
     r"^\s*(?:[\w.@/\\~-]+\.\w+:\d+(?::\d+)?[:\s]|File \"[^\"]+\", line \d+|"
     r"at \S+ \(.*:\d+(?::\d+)?\)|--> \S+:\d+|\S+\.go:\d+)"
 )
@@ -199,13 +203,13 @@ class ToolOutputAdapter(BaseAdapter):
 
     @staticmethod
     def _important(line: str) -> bool:
-        return bool(_STATUS.search(line) or _LOCATION.match(line))
+        return bool(_STATUS.search(line) or LOCATION.match(line))
 
     def detect(self, text: str) -> bool:
         if text.count("\n") < 2:
             return False
         lines = text.splitlines()
-        hits = sum(1 for ln in lines if _STATUS.search(ln) or _LOCATION.match(ln))
+        hits = sum(1 for ln in lines if _STATUS.search(ln) or LOCATION.match(ln))
         return hits >= 2 and hits * 10 >= len(lines)
 
     def split(self, text: str) -> list[Piece]:
@@ -217,11 +221,11 @@ class LogAdapter(BaseAdapter):
     lines are collapsed with a count, other lines are compressible."""
 
     name = "logs"
-    _exception = re.compile(r"^\w*(?:Error|Exception)\b")
+    _exception = EXCEPTION
 
     @classmethod
     def _important(cls, line: str) -> bool:
-        return bool(_LOCATION.match(line) or cls._exception.match(line))
+        return bool(LOCATION.match(line) or cls._exception.match(line))
 
     def detect(self, text: str) -> bool:
         if text.count("\n") < 2:
@@ -229,7 +233,7 @@ class LogAdapter(BaseAdapter):
         lines = text.splitlines()
         if "Traceback (most recent call last)" in text or "panic:" in text:
             return True
-        hits = sum(1 for ln in lines if _LOGLINE.match(ln) or _LOCATION.match(ln))
+        hits = sum(1 for ln in lines if _LOGLINE.match(ln) or LOCATION.match(ln))
         return hits >= 3 and hits * 3 >= len(lines)
 
     def split(self, text: str) -> list[Piece]:

@@ -16,13 +16,15 @@ from __future__ import annotations
 
 import json
 import re
+from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 
 from .._json import loads as json_loads
 from ..exceptions import ConfigurationError, CtxfoldError
-from .adapters import ERROR_LINE
+from .adapters import ERROR_LINE, EXCEPTION, LOCATION
 from .primitives import find_identifiers
 
 __all__ = [
@@ -153,7 +155,7 @@ def distinctness(segments: Sequence[str]) -> list[float]:
     words many others have (the thousand INFO lines around one ERROR), in between for
     one such word. A line with no plain word (``  |  ^~~~``) is repeated when many
     others read the same but for their numbers. The error, the failing test and the
-    odd event stand out."""
+    odd event stand out, and where an error happened (:func:`error_places`)."""
     plain = [{w for w in _PLAIN.findall(seg) if len(w) >= 3 and w.isalpha()} for seg in segments]
     df: Counter[str] = Counter()
     for words in plain:
@@ -173,11 +175,74 @@ def distinctness(segments: Sequence[str]) -> list[float]:
         distinct = sum(df[w] <= rare for w in words)
         share = min(distinct, _DISTINCT_WORDS) / _DISTINCT_WORDS
         out.append(REPEATED_LINE + (1.0 - REPEATED_LINE) * share)
+    for k in error_places(segments):
+        out[k] = 1.0
+    return out
+
+
+#: Words one of which every line :data:`.adapters.ERROR_LINE` finds holds (lower case):
+#: a line without any is no error, and most lines of a log are found so in one pass.
+_ERROR_WORDS = (
+    "error",
+    "exception",
+    "traceback",
+    "fail",
+    "fatal",
+    "panic",
+    "assert",
+    "denied",
+    "refused",
+    "not found",
+    "no such",
+    "cannot",
+    "can't",
+    "undefined",
+    "segmentation",
+    "time",
+    "exit ",
+)
+#: How far before an error its place may be (a traceback's last frame, then its code).
+_PLACE_BEFORE = 3
+
+
+def error_places(lines: Sequence[str]) -> list[int]:
+    """The lines that say where an error of ``lines`` happened, though they read like
+    many others (a compiler's ``--> src/a.rs:510:59`` after its ``error[E0382]``, a
+    traceback's last ``File "x.py", line 12`` before its exception): the line right
+    after an error line when it names a place, else the nearest such line up to three
+    before it (before first for an exception's line: a Python traceback ends on it).
+    They belong to the error, and are worth what an odd line is."""
+    found = _mentions(lines, _ERROR_WORDS)  # "error" is in "KeyError" too
+    raised = {k for k in found if EXCEPTION.match(lines[k].lstrip())}
+    severe = raised | {k for k in found if _severe(lines[k])}
+    out: list[int] = []
+    for k in sorted(severe):
+        after = [k + 1] if k + 1 < len(lines) and k + 1 not in severe else []
+        before = list(range(k - 1, max(k - 1 - _PLACE_BEFORE, -1), -1))
+        near = before + after if k in raised else after + before  # Python's: frames first
+        place = next((j for j in near if LOCATION.match(lines[j])), None)
+        if place is not None:
+            out.append(place)
     return out
 
 
 #: What only warns: a warning or a deprecation, not an error.
 _WARNS = ("warning", "deprecat")
+
+
+def _mentions(lines: Sequence[str], words: Iterable[str]) -> set[int]:
+    """The indexes of ``lines`` that hold one of ``words`` (lower case), the lines
+    lower-cased and joined once and each word found with ``str.find``."""
+    low = "\n".join(line.rstrip("\n") for line in lines).lower()
+    starts = list(accumulate((len(line.rstrip("\n")) + 1 for line in lines), initial=0))
+    out: set[int] = set()
+    for word in words:
+        at = low.find(word)
+        while at >= 0:
+            k = bisect_right(starts, at) - 1
+            out.add(k)
+            at = low.find(word, starts[k + 1])  # the next line: this one is found
+    return out
 
 
 def _severe(line: str) -> bool:

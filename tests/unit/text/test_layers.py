@@ -87,6 +87,39 @@ def test_distinctness_ranks_an_odd_line_above_its_many_alike_neighbours():
     assert max(w for k, w in enumerate(weights) if k != 50) == REPEATED_LINE
 
 
+def _compiler_output(n: int) -> list[str]:
+    """A build's warnings, each a block of a header, a ``-->`` place and code."""
+    out: list[str] = []
+    for k in range(n):
+        out += [
+            f"warning: unused variable: `v{k}`\n",
+            f"  --> src/mod_{k % 7}/lib.rs:{100 + k}:{k % 40}\n",
+            "   |\n",
+            f"{100 + k}|     let v{k} = compute();\n",
+        ]
+    return out
+
+
+def test_where_an_error_happened_is_kept_with_it_though_it_reads_like_the_rest():
+    """A compiler's error among 150 warnings: its ``-->`` place reads like every
+    warning's, yet it is where the error is (a Python traceback's last frame, before
+    its exception, too): worth an odd line, and kept by the cut."""
+    lines = _compiler_output(150)
+    error = [
+        "error[E0382]: borrow of moved value: `receipt`\n",
+        "  --> src/mod_3/lib.rs:510:59\n",
+    ]
+    lines[300:300] = error
+    weights = distinctness(lines)
+    assert weights[301] == 1.0 and weights[305] == REPEATED_LINE  # another warning's place
+    out = truncate_observation("".join(lines), max_lines=150, head=10, tail=5)
+    assert out is not None and "src/mod_3/lib.rs:510:59" in out
+    frames = [f'  File "app/pay.py", line {k}, in charge\n' for k in range(200)]
+    frames[150:150] = ["    total = rates[merchant]\n", "KeyError: 'merchant_7'\n"]
+    weights = distinctness(frames)
+    assert weights[149] == 1.0 and weights[100] == REPEATED_LINE  # the frame that raised it
+
+
 def test_layer_settings_are_checked():
     with pytest.raises(ConfigurationError, match="truncate_head"):
         Layers(truncate_lines=10, truncate_head=8, truncate_tail=5)

@@ -274,7 +274,7 @@ def test_the_harness_finds_the_patterns_of_every_family() -> None:
         "ctxfold.text.secrets:_ASSIGNED",
         "ctxfold.text.secrets:_SHAPES",  # in a tuple of dataclasses
         "ctxfold.text.primitives:_CANDIDATE",
-        "ctxfold.text.adapters:LogAdapter._exception",  # a class attribute
+        "ctxfold.text.adapters:YamlAdapter._kv",  # a class attribute
         "ctxfold.references.extractors:_DEFINITIONS",
         "ctxfold.text.layers:_boundary_pattern()[0]",
         "ctxfold.wire.costs:_PAGE",  # bytes: run on a PDF's decoded payload
