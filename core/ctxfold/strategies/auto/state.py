@@ -228,7 +228,7 @@ def working_state(messages: Sequence[Message], indices: Iterable[int]) -> Workin
             errors.update((_Run.of(e.command), e) for e in before.errors)
             continue
         for c in m.tool_calls:
-            calls[c.id] = call = _CALLS.cached((c.name, c.arguments), _Call.of, c)
+            calls[c.id] = call = _Call.of(c)
             for path, touch in call.touches:
                 files.pop(path, None)
                 files[path] = touch
@@ -244,8 +244,8 @@ def working_state(messages: Sequence[Message], indices: Iterable[int]) -> Workin
 
 
 class _Call(NamedTuple):
-    """What the state reads of a tool call (memoized by its name and arguments: a
-    session's every compaction reads its calls again)."""
+    """What the state reads of a tool call: the files it touches, its command and
+    what it runs."""
 
     touches: tuple[tuple[str, Touch], ...]
     command: str
@@ -253,11 +253,22 @@ class _Call(NamedTuple):
 
     @classmethod
     def of(cls, c: ToolCall) -> _Call:
-        command = command_of(c)
-        return cls(tuple(touches(c)), command, _Run.of(command))
+        """The call's facts, memoized by its name and arguments (a session's every
+        compaction reads its calls again), kept as strings only, flat (a memo the
+        collector stops walking: see ``_state``)."""
+        flat, command, program, files = _CALLS.cached((c.name, c.arguments), _read, c)
+        pairs = tuple((flat[k], Touch(flat[k + 1])) for k in range(0, len(flat), 2))
+        return cls(pairs, command, _Run(program, frozenset(files)))
 
 
-_CALLS: LRU[_Call] = memo(8_192)
+def _read(c: ToolCall) -> tuple[tuple[str, ...], str, str, tuple[str, ...]]:
+    command = command_of(c)
+    run = _Run.of(command)
+    flat = tuple(x for path, touch in touches(c) for x in (path, touch.value))
+    return flat, command, run.program, tuple(sorted(run.files))
+
+
+_CALLS: LRU[tuple[tuple[str, ...], str, str, tuple[str, ...]]] = memo(8_192)
 
 
 @dataclass(frozen=True)
