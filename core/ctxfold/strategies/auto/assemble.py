@@ -18,6 +18,7 @@ from ...result import (
     Action,
     Decision,
     earlier,
+    from_user,
     insert_note,
     note_message,
 )
@@ -292,7 +293,7 @@ def assemble(
     folded = 0
     last_tag = ""
     holes: list[int] = []
-    task = next((i for i, m in enumerate(messages) if m.role == "user"), -1)
+    task = next((i for i, m in enumerate(messages) if from_user(m)), -1)
     head_at = 0  # where the working state's lines go: after the task's, if folded
     for i, m in enumerate(messages):
         t = tokens[i]
