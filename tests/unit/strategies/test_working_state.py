@@ -252,3 +252,31 @@ def test_a_passing_run_resolves_the_failures_it_covers() -> None:
     assert [e.command for e in state.errors] == ["pytest tests/b.py", "python a.py"]
     msgs += _run(("pytest -q", "12 passed"))[2:]  # every test: b.py's failure is over
     assert [e.command for e in working_state(msgs, range(len(msgs))).errors] == ["python a.py"]
+
+
+def test_a_credential_in_a_command_or_a_path_never_reaches_the_state() -> None:
+    """The state quotes the command that failed: a token in it is masked, in the
+    note and in its metadata, and a path holding one is not listed."""
+    token = "ghp_" + "R8sT2uV4wX6yZ8aB0cD2eF4gH6iJ8kL0mN2o"  # shaped as GitHub issues them
+    msgs = _run(
+        (f'curl -H "Authorization: token {token}" https://api.github.com/x', "Error: 401"),
+        (f"cat /tmp/{token}.json", "{}"),
+        ("cat src/app.py", "x = 1"),
+    )
+    state = working_state(msgs, range(len(msgs)))
+    text = json.dumps(state.meta()) + "\n".join(state.lines(500, COUNTER))
+    assert token not in text and "[secret]" in text
+    assert dict(state.files) == {"src/app.py": Touch.READ}
+
+
+def test_a_hostile_command_and_result_of_100_kb_are_read_whole() -> None:
+    """A 100 KB command (one word, a path too long to be one) and a 100 KB result (an
+    error line of it) give a state of bounded lines."""
+    msgs = _run(
+        ("cat " + "a/" * 50_000 + "x.py", "Error: " + "x" * 100_000),
+        ("python run.py " + "--flag " * 15_000, "ok\n" * 30_000 + "FAILED " + "t" * 100_000),
+    )
+    state = working_state(msgs, range(len(msgs)))
+    assert state.files == (("run.py", Touch.RAN),)
+    assert [len(e.error) for e in state.errors] == [160, 160]
+    assert all(len(e.command) <= 100 for e in state.errors)

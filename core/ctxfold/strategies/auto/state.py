@@ -23,6 +23,7 @@ from ..._state import LRU, memo
 from ...messages import Message, ToolCall
 from ...result import NOTE_KEY
 from ...text.scoring import severe
+from ...text.secrets import is_secret, mask
 from ...tokens import TokenCounter
 
 __all__ = [
@@ -230,14 +231,15 @@ def working_state(messages: Sequence[Message], indices: Iterable[int]) -> Workin
         for c in m.tool_calls:
             calls[c.id] = call = _Call.of(c)
             for path, touch in call.touches:
-                files.pop(path, None)
-                files[path] = touch
+                if not is_secret(path):  # a credential is never one of the state's names
+                    files.pop(path, None)
+                    files[path] = touch
         if m.role == "tool" and m.tool_call_id in calls:
             call = calls[m.tool_call_id]
             error, run = failure(m.text), call.run
             errors.pop(run, None)  # met again: as it ends now
-            if error is not None:
-                errors[run] = OpenError(call.command, error)
+            if error is not None:  # shown and stored with credentials masked
+                errors[run] = OpenError(mask(call.command), mask(error))
             else:  # a success resolves every failed run it covers
                 errors = {r: e for r, e in errors.items() if not run.covers(r)}
     return WorkingState(tuple(files.items()), tuple(errors.values()))
