@@ -280,3 +280,17 @@ def test_a_hostile_command_and_result_of_100_kb_are_read_whole() -> None:
     assert state.files == (("run.py", Touch.RAN),)
     assert [len(e.error) for e in state.errors] == [160, 160]
     assert all(len(e.command) <= 100 for e in state.errors)
+
+
+def test_arguments_nested_past_what_json_is_read_to_are_no_arguments() -> None:
+    """A model's arguments nested 100,000 deep (the standard parser recurses until it
+    fails) are read as no arguments: no file, the call named as it was written."""
+    deep = "[" * 100_000 + "]" * 100_000
+    msgs = [
+        Message("user", "Go."),
+        Message("assistant", None, tool_calls=(ToolCall("d", "bash", deep),)),
+        Message("tool", "Error: bad arguments", tool_call_id="d"),
+    ]
+    state = working_state(msgs, range(len(msgs)))
+    assert state.files == () and state.errors[0].error == "Error: bad arguments"
+    assert state.errors[0].command.startswith("bash([[[") and len(state.errors[0].command) <= 100

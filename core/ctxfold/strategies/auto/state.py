@@ -11,7 +11,6 @@ path, an error by the command that met it.
 
 from __future__ import annotations
 
-import json
 import re
 from collections import deque
 from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
@@ -19,6 +18,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import NamedTuple
 
+from ..._json import loads as json_loads
 from ..._state import LRU, memo
 from ...messages import Message, ToolCall
 from ...result import NOTE_KEY
@@ -298,8 +298,10 @@ class _Run:
 
 
 def _arguments(c: ToolCall) -> dict[str, object]:
+    """A call's arguments as an object; none when they are no JSON object (or JSON
+    past the limits ctxfold reads: see :mod:`ctxfold._json`)."""
     try:
-        args = json.loads(c.arguments) if c.arguments else {}
+        args = json_loads(c.arguments) if c.arguments else {}
     except ValueError:
         return {}
     return args if isinstance(args, dict) else {}
