@@ -219,10 +219,10 @@ def rank(index: RecallIndex, query: str, until: int) -> Ranking:
 
 
 def _rank(index: RecallIndex, query: str, until: int) -> Ranking:
-    asked = frozenset(terms(query)).difference(index.names)  # not "Thanks, Mel!"
+    words = terms(query)
+    asked = frozenset(words).difference(index.names)  # not "Thanks, Mel!"
     last = index.of_message(until - 1).stop if until > 0 else 0  # none before
-    bm25 = index.search(terms(query), before=until)
-    scores = _valued(index, bm25, query, until)
+    scores = _valued(index, words, query, until)
     valued = Ranked(index, scores, last)
     return Ranking(Fused((pid for pid, _ in valued), plain(index, scores, last)), asked)
 
@@ -254,11 +254,12 @@ def fit(
     return sorted(picks)
 
 
-def _valued(index: RecallIndex, bm25: dict[int, float], query: str, until: int) -> dict[int, float]:
-    """Each passage's relevance: its BM25 score ``bm25`` on the query's terms, plus a
+def _valued(index: RecallIndex, words: tuple[str, ...], query: str, until: int) -> dict[int, float]:
+    """Each passage's relevance: its BM25 score on the query's ``words``, plus a
     term's worth when it was said in a period the query names, plus, with an
     embedder, its similarity to the query (above :data:`SIMILAR_FLOOR`, scaled so the
     most similar passage counts :data:`SIMILAR_WEIGHT` of the best BM25 score)."""
+    bm25 = index.search(words, before=until)
     during = index.during(periods(query), before=until)
     sims = index.similar(query, before=until)
     best = max(sims.values(), default=0.0)

@@ -221,11 +221,10 @@ class LogAdapter(BaseAdapter):
     lines are collapsed with a count, other lines are compressible."""
 
     name = "logs"
-    _exception = EXCEPTION
 
-    @classmethod
-    def _important(cls, line: str) -> bool:
-        return bool(LOCATION.match(line) or cls._exception.match(line))
+    @staticmethod
+    def _important(line: str) -> bool:
+        return bool(LOCATION.match(line) or EXCEPTION.match(line))
 
     def detect(self, text: str) -> bool:
         if text.count("\n") < 2:

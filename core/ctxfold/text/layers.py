@@ -180,13 +180,13 @@ def distinctness(segments: Sequence[str]) -> list[float]:
     return out
 
 
-#: Words one of which every line :data:`.adapters.ERROR_LINE` finds holds (lower case):
-#: a line without any is no error, and most lines of a log are found so in one pass.
-_ERROR_WORDS = (
+#: What lower-cased text that mentions an error or a failure holds, one of them
+#: (:func:`.scoring.severe` asks the same of a segment).
+SEVERE_WORDS = (
     "error",
+    "fail",
     "exception",
     "traceback",
-    "fail",
     "fatal",
     "panic",
     "assert",
@@ -197,10 +197,15 @@ _ERROR_WORDS = (
     "cannot",
     "can't",
     "undefined",
-    "segmentation",
-    "time",
-    "exit ",
+    "segmentation fault",
+    "timed out",
+    "timeout",
+    "exit code",
+    "exit status",
 )
+#: And the spellings of a time-out :data:`.adapters.ERROR_LINE` finds besides: every
+#: line it reports holds one of these, so a line with none is no error.
+_ERROR_WORDS = (*SEVERE_WORDS, "time out", "timedout")
 #: How far before an error its place may be (a traceback's last frame, then its code).
 _PLACE_BEFORE = 3
 

@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 from ..contract import WordCounts
 from .adapters import Piece
-from .layers import distinctness
+from .layers import SEVERE_WORDS, distinctness
 from .primitives import INLINE_CODE, find_identifiers, split_lines, split_sentences
 from .wordlists import word_list
 
@@ -149,28 +149,9 @@ def has_error(low: str) -> bool:
 
 
 def severe(low: str) -> bool:
-    """Whether lower-cased text mentions an error or a failure, not only a warning."""
-    return (
-        "error" in low
-        or "fail" in low
-        or "exception" in low
-        or "traceback" in low
-        or "fatal" in low
-        or "panic" in low
-        or "assert" in low
-        or "denied" in low
-        or "refused" in low
-        or "not found" in low
-        or "no such" in low
-        or "cannot" in low
-        or "can't" in low
-        or "undefined" in low
-        or "segmentation fault" in low
-        or "timed out" in low
-        or "timeout" in low
-        or "exit code" in low
-        or "exit status" in low
-    )
+    """Whether lower-cased text mentions an error or a failure, not only a warning
+    (one of :data:`.layers.SEVERE_WORDS`)."""
+    return any(map(low.__contains__, SEVERE_WORDS))
 
 
 #: What a segment gains for an error or a failure, and for a warning alone: a build's

@@ -248,8 +248,8 @@ def identifier_pool(
     stands_out: set[str] = set()  # shown once at least on a line unlike the others
     for i in old_idx:
         echo = plans[i].echo
-        speaks = echo > 1.0 and not plans[i].note  # an earlier note carries its own
         note = plans[i].note  # an earlier note carries what it knew (see ``carried``)
+        speaks = echo > 1.0 and not note
         alike = plans[i].alike
         for kind, value in plans[i].identifiers:
             freq[value] += echo
