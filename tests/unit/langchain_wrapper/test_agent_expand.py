@@ -132,9 +132,14 @@ def test_the_tool_pages_a_long_round_within_its_max_tokens() -> None:
     model, saver = ScriptedChatModel(), InMemorySaver()
     agent = _agent(model, CompressionMiddleware(budget=BUDGET, expand_max_tokens=200), saver)
     _chat(agent, model, 8)
-    answer = _ask_expand(agent, model, _folded_round(model))
+    rid = _folded_round(model)
+    answer = _ask_expand(agent, model, rid)
     assert ctxfold.TiktokenCounter().count_text(answer) <= 200
-    assert "page=2" in answer and "Ikechukwu2" in answer
+    assert "page=2" in answer
+    if "Ikechukwu2" not in answer:  # the round opens with the task the note carries
+        answer = _ask_expand(agent, model, rid, page=2)
+        assert ctxfold.TiktokenCounter().count_text(answer) <= 200
+    assert "Ikechukwu2" in answer
 
 
 def test_a_round_of_another_thread_is_not_found(tmp_path: Path) -> None:

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import json
 import random
+from dataclasses import replace
 
 import pytest
 
 import ctxfold
 from ctxfold import Message, get_counter
-from ctxfold.result import is_note
+from ctxfold.result import NOTE_KEY, is_note
 from ctxfold.strategies.auto.families import FAMILY_MIN, families, shape
 from ctxfold.strategies.auto.policy import POLICY
 
@@ -130,6 +131,61 @@ def test_the_opening_of_a_task_too_long_to_stay_whole_is_in_the_output() -> None
     assert COUNTER.count_message(msgs[1]) > budget  # it cannot stay whole
     result = ctxfold.compress(msgs, budget=budget, counter=COUNTER)
     assert opening in _note(result.messages).text
+
+
+def test_a_session_keeps_a_long_tasks_opening_first_in_every_render() -> None:
+    """A task too long to stay whole is folded into the first note; that note is
+    folded into the next, and the next: the task's opening stays in every render, first
+    in the note, with the working state after it, and no later user message is taken
+    for the task."""
+    opening = "Checkout fails with 500 errors for every customer paying by card."
+    task = " ".join([opening, *(f"Customer {k} saw it on order {4000 + k}." for k in range(300))])
+    msgs, _ = _run(8)
+    msgs[1] = Message("user", task)
+    msgs.insert(8, Message("user", "Also check the refund path, please."))
+    msgs.insert(9, Message("assistant", "Will do."))
+    session = ctxfold.Session(budget=3000, counter=COUNTER, store=ctxfold.MemoryStore())
+    rounds: set[object] = set()
+    for m in msgs:
+        session.add(m)
+        if m.role != "assistant":
+            continue
+        note = _note(list(session.render().messages))
+        if "task" not in note.metadata[NOTE_KEY]:
+            assert not rounds  # only before the task is first folded (it is shown cut)
+            continue
+        first = note.text.split("\n")[1]
+        assert first.startswith(f"user: {opening} Customer 0 saw it")
+        assert note.metadata[NOTE_KEY]["task"] == first  # the next note opens with it
+        assert "Also check the refund path" not in first  # a later request is no task
+        assert note.text.count(opening) == 1
+        rounds.add(note.metadata[NOTE_KEY].get("round"))
+    assert len(rounds) >= 3  # the task's note was folded twice at least
+    assert "Unresolved: " in note.text.split("\n", 2)[2]  # after the task, not before it
+
+
+def test_a_task_edited_into_a_stored_note_is_read_only_as_a_short_line() -> None:
+    """A note's carried task, edited by hand: anything but text is no task, and a
+    text far over the room an opening gets is not shown as the next note's first line
+    (the note's own lines compete as any others)."""
+    from ctxfold.strategies.auto.plan import task_of
+
+    msgs, _ = _run(4)
+    msgs[1] = Message("user", " ".join(f"Order {4000 + k} failed at checkout." for k in range(300)))
+    budget = COUNTER.count_messages(msgs) // 10
+    out = list(ctxfold.compress(msgs, budget=budget, counter=COUNTER).messages)
+    note = _note(out)
+    meta = note.metadata[NOTE_KEY]
+    assert task_of(note) == meta["task"] and meta["task"].startswith("user: ")
+    huge = "user: " + "pay now " * 3000
+    for edited, shown in ((meta["task"], True), (7, False), (["x"], False), (huge, False)):
+        forged = replace(note, metadata={NOTE_KEY: {**meta, "task": edited}})
+        again = [*out[: out.index(note)], forged, *out[out.index(note) + 1 :]]
+        more, _ = _run(8)
+        result = ctxfold.compress([*again, *more[2:]], budget=budget, counter=COUNTER)
+        first = _note(result.messages).text.split("\n")[1]
+        assert (first == edited) is shown
+        assert COUNTER.count_messages(result.messages) <= budget
 
 
 def test_shape_masks_what_varies_between_members() -> None:

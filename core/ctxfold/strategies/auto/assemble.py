@@ -18,7 +18,6 @@ from ...result import (
     Action,
     Decision,
     earlier,
-    from_user,
     insert_note,
     note_message,
 )
@@ -27,7 +26,7 @@ from ...text.scoring import elide
 from ...tokens import TokenCounter
 from ...units import Unit
 from ..newest import SHORTENED
-from .plan import SPEAKER_TAG, Plan, lookup, shown_text
+from .plan import SPEAKER_TAG, TASK_KEY, Plan, lookup, shown_text
 from .policy import POLICY, Verbatim
 from .state import WorkingState
 
@@ -47,7 +46,8 @@ class Layout:
     shortened: dict[int, Message] = field(default_factory=dict)  # the newest, cut in place
     alike: frozenset[str] = frozenset()  # identifiers only alike lines showed (see Pool)
     state: WorkingState = field(default_factory=WorkingState)  # what the older show
-    head: list[str] = field(default_factory=list)  # the state's lines the note opens with
+    head: list[str] = field(default_factory=list)  # the lines the note opens with
+    task: str = ""  # the first of them, the task's opening, when the task is folded
 
 
 class Assembled(NamedTuple):
@@ -98,12 +98,14 @@ class Notes:
         candidates: list[str],
         shown: str,
         counter: TokenCounter,
-        summarized: bool = False,
         state: WorkingState | None = None,
+        task: str = "",
+        summarized: bool = False,
     ) -> Message:
         """The note on ``folded`` messages: ``lines``, then the ``candidates`` not in
         ``shown``, none listed twice (one inside another listed one is found there);
-        the working ``state`` in its metadata, for the next note to carry on."""
+        the working ``state`` and the ``task``'s opening line in its metadata, for the
+        next note to carry on."""
         how = "summarized" if summarized else "condensed"
         in_shown = lookup(shown, len(candidates))
         listed = _outermost(dict.fromkeys(v for v in candidates if v not in in_shown))
@@ -113,6 +115,8 @@ class Notes:
         meta: dict[str, Any] = {"folded": folded, "listed": candidates}
         if state:
             meta["state"] = state.meta()
+        if task:
+            meta[TASK_KEY] = task
         text = "\n".join(body)
         layers = self.layers
         if text and (layers.codebook or layers.static_codebook or layers.path_aliases):
@@ -293,8 +297,6 @@ def assemble(
     folded = 0
     last_tag = ""
     holes: list[int] = []
-    task = next((i for i, m in enumerate(messages) if from_user(m)), -1)
-    head_at = 0  # where the working state's lines go: after the task's, if folded
     for i, m in enumerate(messages):
         t = tokens[i]
         if i in layout.pinned:
@@ -328,18 +330,16 @@ def assemble(
             elif shown:
                 lines.append(f"{p.tag}: {shown}")
                 last_tag = p.tag
-                if not head_at and i == task:  # what was asked, then where the work is
-                    head_at = len(lines)
             action: Action = "deduplicated" if p.deduplicated else "summarized"
             trace.append(Decision(i, action, FOLDED, t, 0, step, tuple(p.reasons)))
     others_text = shown_text(others)
-    lines[head_at:head_at] = layout.head
+    lines[:0] = layout.head  # what was asked, then where the work is
     note_at: int | None = None
     if holes:
         chosen = [v for (v, _), ok in zip(layout.pool, chosen_ids, strict=True) if ok]
         listed = notes.listable(chosen, lines, counter, layout.alike)
         shown = others_text + "\n" + "\n".join(lines)
-        note = notes.write(folded, lines, listed, shown, counter, state=layout.state)
+        note = notes.write(folded, lines, listed, shown, counter, layout.state, layout.task)
         note_at = insert_note(out, note, hole=_gap(out, holes))
     return Assembled(out, trace, note_at, others_text)
 

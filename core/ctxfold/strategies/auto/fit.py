@@ -30,7 +30,9 @@ from .plan import (
     lookup,
     make_plan,
     mark_duplicates,
+    opening,
     shown_text,
+    task_of,
 )
 from .policy import POLICY, AutoOptions, Verbatim
 from .select import Selection, items, select, trim
@@ -94,7 +96,8 @@ def _verbatim(
     used = conv.cost(newest) - sum(
         tokens[i] - conv.counter.count_message(m) for i, m in cut.items()
     )
-    first_user = next((u for u in free if from_user(conv.messages[u.start])), None)
+    users = (u for u in free if from_user(conv.messages[u.start]))
+    first_user = None if carrier(conv.messages, free) >= 0 else next(users, None)
     if first_user is not None and first_user is not newest and len(first_user) == 1:
         cost = tokens[first_user.start]
         if cost <= opts.task_share * avail:
@@ -128,8 +131,9 @@ def fit(conv: Conversation, opts: AutoOptions, analyzer: Analyzer, notes: Notes)
     task = first_user.start if first_user else -1
     old_units = [u for u in free if u.start not in verbatim]
     old_idx = [i for u in old_units for i in u.indices]
-
-    plans, ctx = _plans(conv, old_idx, task, analyzer)
+    carried_task = _carried_task(conv, old_units, POLICY.task_opening * avail)
+    plans, ctx = _plans(conv, old_idx, task, analyzer, carried_task)
+    task_line = carried_task or _opening(plans, task, POLICY.task_opening * avail)
     if analyzer.layers.dedup:
         mark_duplicates(messages, plans)
 
@@ -138,12 +142,13 @@ def fit(conv: Conversation, opts: AutoOptions, analyzer: Analyzer, notes: Notes)
     shown = {v: w for v, w in pool if v in in_verbatim}
     pool = [(v, w) for v, w in pool if v not in shown]
     recency = POLICY.agent_recency if uses_tools(messages) else 0.0
-    sel = items(plans, old_idx, task, n, pool, POLICY.task_opening * avail, alike, recency)
+    sel = items(plans, old_idx, task, n, pool, alike, recency)
     state = working_state(messages, old_idx)
     head = state.lines(POLICY.state_share * (avail - used), conv.counter, in_verbatim)
+    head = [task_line, *head] if task_line else head
     room = avail - used - (conv.counter.count_text("\n".join(head)) + 1 if head else 0)
     select(sel, plans, room, opts.digest_share * room)
-    layout = Layout(pinned, verbatim, old_units, plans, pool, cut, alike, state, head)
+    layout = Layout(pinned, verbatim, old_units, plans, pool, cut, alike, state, head, task_line)
     loop = _Loop(free_room=budget - pinned_cost, id_share=opts.digest_share)
     done = _converge(conv, layout, sel, notes, opts.name, loop)
     while done is None and verbatim:
@@ -172,11 +177,12 @@ def fit(conv: Conversation, opts: AutoOptions, analyzer: Analyzer, notes: Notes)
 
 
 def _plans(
-    conv: Conversation, old_idx: list[int], task: int, analyzer: Analyzer
+    conv: Conversation, old_idx: list[int], task: int, analyzer: Analyzer, task_line: str
 ) -> tuple[dict[int, Plan], ScoreContext]:
     """Each older message's plan, scored in this conversation: analysed in full below
     the horizon, and past it when its glance makes it a candidate; each message
-    analysed once in this call, however small the process's memo."""
+    analysed once in this call, however small the process's memo (an earlier note
+    offers nothing the ``task_line`` the note opens with says)."""
     messages, tokens = conv.messages, conv.tokens
     users = [i for i in range(len(messages)) if from_user(messages[i])]
     said = [messages[i].text for i in sorted({users[0], users[-1]})] if users else []
@@ -192,12 +198,48 @@ def _plans(
     for i in candidates(hz.far, tokens, ctx, conv.budget):
         analyses[i] = analyzer(messages[i], tokens[i])
     plans = {
-        i: make_plan(analyses[i], i, ctx, note=is_note(messages[i]), later=later.get(i))
+        i: make_plan(
+            analyses[i],
+            i,
+            ctx,
+            note=is_note(messages[i]),
+            later=later.get(i),
+            task=task_line,
+        )
         if i in analyses
         else glanced_plan(messages[i], i, hz.far[i])
         for i in old_idx
     }
     return plans, ctx
+
+
+def carrier(messages: Sequence[Message], units: Sequence[Unit]) -> int:
+    """The earlier note among ``units`` that carries the task's opening (a session's
+    task, folded in an earlier round: no later user message is the task then), or -1."""
+    return next((u.start for u in units if task_of(messages[u.start])), -1)
+
+
+def _carried_task(conv: Conversation, old_units: Sequence[Unit], room: float) -> str:
+    """The task's opening an earlier note among the older units carries, which this
+    note opens with too; none when it is over twice the ``room`` an opening gets
+    (a render at a much smaller budget than the note's: its lines compete then)."""
+    at = carrier(conv.messages, old_units)
+    line = task_of(conv.messages[at]) if at >= 0 else ""
+    return line if line and conv.counter.count_text(line) <= 2 * room else ""
+
+
+def _opening(plans: dict[int, Plan], task: int, room: float) -> str:
+    """The task's opening (see :func:`.plan.opening`) as the note's first line, when
+    the task is folded; its plan then offers the rest only (``plans`` is changed)."""
+    p = plans.get(task)
+    places = opening(p, room) if p is not None else []
+    if p is None or not places:
+        return ""
+    scores = [list(row) for row in p.scores]
+    for pi, si in places:
+        scores[pi][si] = 0.0
+    plans[task] = replace(p, scores=scores)
+    return f"{p.tag}: " + "".join(p.segments[pi][si] for pi, si in places).strip()
 
 
 def carried_weights(messages: Sequence[Message], old_idx: list[int]) -> dict[int, Carried]:
@@ -372,7 +414,9 @@ def summarize_note(
     listed = list(note.metadata[NOTE_KEY].get("listed", ()))
     others = fitted.others  # the pool holds nothing a message kept verbatim shows
     room = counter.count_message(note)
-    bare = counter.count_message(notes.write(len(folded), ["."], listed, others, counter, True))
+    bare = counter.count_message(
+        notes.write(len(folded), ["."], listed, others, counter, summarized=True)
+    )
     allowance = room - bare
     if allowance < POLICY.min_summary:
         return out
@@ -384,7 +428,9 @@ def summarize_note(
         count=counter.count_text,
     )
     for _ in range(POLICY.summary_tries):
-        new = notes.write(len(folded), [text], listed, others + "\n" + text, counter, True)
+        new = notes.write(
+            len(folded), [text], listed, others + "\n" + text, counter, summarized=True
+        )
         new = replace(new, role=note.role)  # the role insert_note gave the note
         over = counter.count_message(new) - room
         if over <= 0:

@@ -12,10 +12,10 @@ from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 from ...messages import Message, ToolCall
-from ...result import NOTE_HEAD, NOTE_MARK
+from ...result import NOTE_HEAD, NOTE_KEY, NOTE_MARK
 from ...text.adapters import Piece
 from ...text.primitives import KIND_WEIGHT, TokenSet
-from ...text.scoring import ScoreContext, combine_all
+from ...text.scoring import FILLER, ScoreContext, combine_all
 from .analysis import Analysis
 from .families import families
 from .policy import POLICY
@@ -23,6 +23,7 @@ from .state import STATE_HEADS
 
 __all__ = [
     "SPEAKER_TAG",
+    "TASK_KEY",
     "Carried",
     "Plan",
     "Pool",
@@ -33,7 +34,9 @@ __all__ = [
     "lookup",
     "make_plan",
     "mark_duplicates",
+    "opening",
     "shown_text",
+    "task_of",
 ]
 
 #: What a copy of a later message shows in its place.
@@ -84,10 +87,12 @@ def make_plan(
     *,
     note: bool = False,
     later: frozenset[str] | None = None,
+    task: str = "",
 ) -> Plan:
     """How message ``i`` (analysed as ``a``) can be shown, scored for this conversation;
     a ``note`` folded again offers its content, not its furniture (see
-    :func:`_furniture`); its lines a later message shows again (``later``) count less."""
+    :func:`_furniture`) nor what the ``task`` line the next note opens with says; its
+    lines a later message shows again (``later``) count less."""
     if later:
         ctx = replace(ctx, repeated_later=later)
     words = a.features.words()
@@ -96,6 +101,8 @@ def make_plan(
     if note:
         for segs, row in zip(segments, scores, strict=True):
             for si in _furniture(segs):
+                row[si] = 0.0
+            for si in _said_in(segs, task) if task else ():
                 row[si] = 0.0
     call_scores = [v + POLICY.call_bonus for v in combine_all(a.call_features.features(), ctx)]
     return Plan(
@@ -140,6 +147,48 @@ def _furniture(segments: Sequence[str]) -> list[int]:
         if inside:
             out.append(si)
         line_start = seg.endswith("\n")
+    return out
+
+
+#: A note's metadata field: the task's opening as the note showed it (``user: ...``).
+#: The next note opens with it too, whatever else it folds.
+TASK_KEY = "task"
+
+
+def task_of(m: Message) -> str:
+    """The task's opening an earlier note carries ("": none, or no note; a value
+    edited into anything but text is none)."""
+    meta = m.metadata.get(NOTE_KEY)
+    value = meta.get(TASK_KEY) if isinstance(meta, Mapping) else None
+    return value if isinstance(value, str) else ""
+
+
+def opening(p: Plan, room: float) -> list[tuple[int, int]]:
+    """The (piece, segment) places of what a message opens with, up to ``room``
+    tokens (by the plan's estimate; filler left out): a long task's title and first
+    lines, shown before all else."""
+    out: list[tuple[int, int]] = []
+    used = 0.0
+    for pi, (segs, scores) in enumerate(zip(p.segments, p.scores, strict=True)):
+        for si, (seg, score) in enumerate(zip(segs, scores, strict=True)):
+            if score < FILLER:
+                continue
+            used += len(seg) / p.cpt
+            if used > room:
+                return out
+            out.append((pi, si))
+    return out
+
+
+def _said_in(segments: Sequence[str], text: str) -> list[int]:
+    """The segments whose words, less a speaker's tag, ``text`` holds already."""
+    out: list[int] = []
+    for si, seg in enumerate(segments):
+        words = seg.strip()
+        tag = SPEAKER_TAG.match(words)
+        words = words[tag.end() :] if tag else words
+        if len(words) >= 8 and words in text:
+            out.append(si)
     return out
 
 

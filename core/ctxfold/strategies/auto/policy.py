@@ -54,10 +54,10 @@ class Policy:
     redundancy: float = 0.6  # how much a sentence loses when its words are already covered
     min_cost: float = 10.0  # a shorter sentence is ranked as if it cost this many tokens
     task_boost: float = 2.5  # the task statement's sentences are worth this much more
-    task_first: float = 1e6  # and its opening comes before all else, up to
-    task_opening: float = 0.1  # this share of the room (a long task's title and first
-    # sentences say what is asked; the rest competes by value, its identifiers listed:
-    # a quarter of the room cost mini-SWE-agent 1.6 points of identifiers at 25%)
+    task_opening: float = 0.1  # and its opening opens every note, up to this share of
+    # the room (a long task's title and first sentences say what is asked; the rest
+    # competes by value, its identifiers listed: a quarter of the room cost
+    # mini-SWE-agent 1.6 points of identifiers at 25%)
     task_id_boost: float = 3.0  # and its identifiers, in the note's list
     state_share: float = 0.08  # the most of the note's room its working state's lines
     # take (the files touched, the errors still open: see ``state``), newest first

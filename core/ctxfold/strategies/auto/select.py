@@ -64,25 +64,19 @@ def items(
     first_user: int,
     n: int,
     pool: list[tuple[str, float]],
-    task_room: float = 0.0,
     capped: Collection[str] = (),
     recency: float = 0.0,
 ) -> Selection:
     """Every identifier of the pool, sentence, line and tool call, ranked by value per
     token (the task's content worth more; filler never; the newest of ``n`` messages
-    worth ``recency`` more than the oldest, those between in proportion). A task too
-    long to stay whole offers its opening, up to ``task_room`` tokens, before all
-    else: what the user asked is in every note."""
+    worth ``recency`` more than the oldest, those between in proportion)."""
     out = [
         _item((-id_value(ident, weight), k, id_cost(ident), Slot.IDENTIFIER, 0, k, _NO_WORDS))
         for k, (ident, weight) in enumerate(pool)
     ]
     for i in old_idx:
         newer = 1.0 + recency * (i / max(n, 1) - 0.5)
-        start = len(out)
         _offer(out, i, plans[i], newer * (POLICY.task_boost if i == first_user else 1.0))
-        if i == first_user:
-            _first(out, start, task_room)
     out.sort()
     floor = list(accumulate(map(itemgetter(2), reversed(out)), min, initial=math.inf))
     return Selection(out, [False] * len(pool), floor[::-1], [v in capped for v, _ in pool])
@@ -105,20 +99,6 @@ def _offer(out: list[Item], i: int, p: Plan, boost: float) -> None:
         cost = (len(call.name) + len(call.arguments) + 4) / cpt
         priority = -call_score * boost / max(cost, min_cost)
         out.append(_item((priority, len(out), cost, i, Slot.CALL, ci, _NO_WORDS)))
-
-
-def _first(out: list[Item], start: int, room: float) -> None:
-    """Put the opening segments among ``out[start:]`` (one message's offer), up to
-    ``room`` tokens, before everything else."""
-    used = 0.0
-    for k in range(start, len(out)):
-        it = out[k]
-        if it.piece == Slot.CALL:
-            continue
-        used += it.cost
-        if used > room:
-            break
-        out[k] = it._replace(priority=-POLICY.task_first)
 
 
 def _covered(plans: dict[int, Plan]) -> tuple[set[int], set[str]]:
