@@ -120,19 +120,26 @@ def test_an_error_stays_open_until_the_same_command_succeeds() -> None:
     assert lines == [
         "Files: src/pay.py (edited), repro.py (ran), tests/test_b.py (ran)",
         "Unresolved: `python -m pytest tests/test_b.py` -> FAILED tests/test_b.py::t",
+        "Ran: `cd /repo && python repro.py`; `sed -i 's/a/b/' src/pay.py`",  # newest first
     ]
+    assert state.commands == ("sed -i 's/a/b/' src/pay.py", "cd /repo && python repro.py")
+    assert state.lines(200, COUNTER, elsewhere={"cd /repo && python repro.py"})[-1] == (
+        "Ran: `sed -i 's/a/b/' src/pay.py`"  # a command the output shows is no news
+    )
     assert state.lines(4, COUNTER) == []  # nothing fits: nothing is cut mid-line
     assert state.lines(12, COUNTER) == ["Files: src/pay.py (edited)"]  # changed first
 
 
 def test_a_note_hands_its_state_on_and_an_edited_one_is_ignored() -> None:
-    state = WorkingState((("a.py", Touch.EDITED),), (OpenError("make", "error: expected ';'"),))
+    state = WorkingState(
+        (("a.py", Touch.EDITED),), (OpenError("make", "error: expected ';'"),), ("make -j2",)
+    )
     assert WorkingState.from_meta(json.loads(json.dumps(state.meta()))) == state
     for edited in (
         None,
         "files",
         {"files": [["a.py", "deleted"], ["b.py"], [1, "read"]], "errors": [["x"], [1, 2]]},
-        {"files": "a.py", "errors": None},
+        {"files": "a.py", "errors": None, "commands": [1, ["make"], None]},
     ):
         assert WorkingState.from_meta(edited) == WorkingState()
 
@@ -262,10 +269,11 @@ def test_a_credential_in_a_command_or_a_path_never_reaches_the_state() -> None:
         (f'curl -H "Authorization: token {token}" https://api.github.com/x', "Error: 401"),
         (f"cat /tmp/{token}.json", "{}"),
         ("cat src/app.py", "x = 1"),
+        (f"git push https://x:{token}@github.com/o/r", "Everything up-to-date"),
     )
     state = working_state(msgs, range(len(msgs)))
     text = json.dumps(state.meta()) + "\n".join(state.lines(500, COUNTER))
-    assert token not in text and "[secret]" in text
+    assert token not in text and text.count("[secret]") >= 4  # failed, ran, in meta and note
     assert dict(state.files) == {"src/app.py": Touch.READ}
 
 

@@ -1,8 +1,10 @@
 """The agent's working state, read from its tool calls with no model: the files it
-touched (read, edited, created, ran: the last action on each) and the errors its
-commands met that no later run of the same command followed with a success.
+touched (read, edited, created, ran: the last action on each), the errors its
+commands met that no later run of the same command followed with a success, and the
+other shell commands it ran.
 
-A note shows them first, in lines of their own (``Files: ...``, ``Unresolved: ...``),
+A note shows them first, in lines of their own (``Files: ...``, ``Unresolved: ...``,
+``Ran: ...``),
 within a share of its room (see :func:`.fit.fit`); its selected lines and its list
 follow. A note folded again hands its state on in its metadata, so a session's notes
 keep what every earlier round saw. Each line names what it comes from: a file by its
@@ -28,6 +30,7 @@ from ...tokens import TokenCounter
 
 __all__ = [
     "FILES",
+    "RAN",
     "STATE_HEADS",
     "UNRESOLVED",
     "OpenError",
@@ -46,7 +49,8 @@ __all__ = [
 #: note writes its own, from the state its metadata hands on).
 FILES = "Files: "
 UNRESOLVED = "Unresolved: "
-STATE_HEADS = (FILES, UNRESOLVED)
+RAN = "Ran: "
+STATE_HEADS = (FILES, UNRESOLVED, RAN)
 
 
 class Touch(str, Enum):
@@ -138,14 +142,16 @@ _COMMAND_CHARS = 100  # and the command that met it
 
 @dataclass(frozen=True)
 class WorkingState:
-    """The files touched (each path's last action, in the order of their last touch)
-    and the errors still open (in the order they were met)."""
+    """The files touched (each path's last action, in the order of their last touch),
+    the errors still open (in the order they were met) and the shell commands that
+    met none (each once, in the order of their last run)."""
 
     files: tuple[tuple[str, Touch], ...] = ()
     errors: tuple[OpenError, ...] = ()
+    commands: tuple[str, ...] = ()
 
     def __bool__(self) -> bool:
-        return bool(self.files or self.errors)
+        return bool(self.files or self.errors or self.commands)
 
     def lines(
         self, max_tokens: float, counter: TokenCounter, elsewhere: Container[str] = ()
@@ -153,7 +159,8 @@ class WorkingState:
         """The state's lines within ``max_tokens``: the open errors, newest first,
         then the files, those changed (edited, created) first, then those run, then
         those read (but those named ``elsewhere``, in the output beside the note), each the
-        last touched first; what does not fit is left out."""
+        last touched first, then the commands run, newest first (but those shown
+        ``elsewhere``); what does not fit is left out."""
         out: list[str] = []
         used = 0.0
         for e in reversed(self.errors):
@@ -173,13 +180,20 @@ class WorkingState:
                 break
             shown.append(entry)
             used += cost
-        return ([FILES + ", ".join(shown)] if shown else []) + out
+        ran = _listed(
+            (f"`{c}`" for c in reversed(self.commands) if c not in elsewhere),
+            "; ",
+            max_tokens - used,
+            counter,
+        )
+        return ([FILES + ", ".join(shown)] if shown else []) + out + ([RAN + ran] if ran else [])
 
-    def meta(self) -> dict[str, list[list[str]]]:
+    def meta(self) -> dict[str, list[list[str]] | list[str]]:
         """The state as a note's metadata keeps it (JSON: lists of strings)."""
         return {
             "files": [[p, t.value] for p, t in self.files],
             "errors": [[e.command, e.error] for e in self.errors],
+            "commands": list(self.commands),
         }
 
     @classmethod
@@ -198,12 +212,26 @@ class WorkingState:
             for e in _rows(meta.get("errors"))
             if isinstance(e, list) and len(e) == 2 and all(isinstance(x, str) for x in e)
         ]
-        return cls(tuple(files), tuple(errors))
+        commands = [c for c in _rows(meta.get("commands")) if isinstance(c, str)]
+        return cls(tuple(files), tuple(errors), tuple(commands))
 
 
 _TOUCHES = frozenset(t.value for t in Touch)
 #: Which files a short state names first: what the agent changed is its work.
 _FIRST = {Touch.EDITED: 0, Touch.CREATED: 0, Touch.RAN: 1, Touch.READ: 2}
+
+
+def _listed(entries: Iterable[str], sep: str, max_tokens: float, counter: TokenCounter) -> str:
+    """As many of ``entries`` as fit ``max_tokens`` (with ``sep`` between them and a
+    line's head), in order; none cut."""
+    shown: list[str] = []
+    used = 3.0  # the line's head and its break
+    for entry in entries:
+        used += counter.count_text(sep + entry)
+        if used > max_tokens:
+            break
+        shown.append(entry)
+    return sep.join(shown)
 
 
 def _rows(value: object) -> list[object]:
@@ -217,6 +245,7 @@ def working_state(messages: Sequence[Message], indices: Iterable[int]) -> Workin
     each result's outcome."""
     files: dict[str, Touch] = {}
     errors: dict[_Run, OpenError] = {}
+    commands: dict[str, None] = {}  # shell commands that met no error, by last run
     calls: dict[str, _Call] = {}
     for i in indices:
         m = messages[i]
@@ -227,6 +256,9 @@ def working_state(messages: Sequence[Message], indices: Iterable[int]) -> Workin
                 files.pop(path, None)
                 files[path] = touch
             errors.update((_Run.of(e.command), e) for e in before.errors)
+            for ran in before.commands:
+                commands.pop(ran, None)
+                commands[ran] = None
             continue
         for c in m.tool_calls:
             calls[c.id] = call = _Call.of(c)
@@ -238,39 +270,44 @@ def working_state(messages: Sequence[Message], indices: Iterable[int]) -> Workin
             call = calls[m.tool_call_id]
             error, run = failure(m.text), call.run
             errors.pop(run, None)  # met again: as it ends now
-            if error is not None:  # shown and stored with credentials masked
-                errors[run] = OpenError(mask(call.command), mask(error))
+            command = mask(call.command)  # shown and stored with credentials masked
+            commands.pop(command, None)
+            if error is not None:
+                errors[run] = OpenError(command, mask(error))
             else:  # a success resolves every failed run it covers
                 errors = {r: e for r, e in errors.items() if not run.covers(r)}
-    return WorkingState(tuple(files.items()), tuple(errors.values()))
+                if call.shell:
+                    commands[command] = None
+    return WorkingState(tuple(files.items()), tuple(errors.values()), tuple(commands))
 
 
 class _Call(NamedTuple):
-    """What the state reads of a tool call: the files it touches, its command and
-    what it runs."""
+    """What the state reads of a tool call: the files it touches, its command, what
+    it runs and whether it is a shell command."""
 
     touches: tuple[tuple[str, Touch], ...]
     command: str
     run: _Run
+    shell: bool
 
     @classmethod
     def of(cls, c: ToolCall) -> _Call:
         """The call's facts, memoized by its name and arguments (a session's every
         compaction reads its calls again), kept as strings only, flat (a memo the
         collector stops walking: see ``_state``)."""
-        flat, command, program, files = _CALLS.cached((c.name, c.arguments), _read, c)
+        flat, command, program, files, shell = _CALLS.cached((c.name, c.arguments), _read, c)
         pairs = tuple((flat[k], Touch(flat[k + 1])) for k in range(0, len(flat), 2))
-        return cls(pairs, command, _Run(program, frozenset(files)))
+        return cls(pairs, command, _Run(program, frozenset(files)), shell)
 
 
-def _read(c: ToolCall) -> tuple[tuple[str, ...], str, str, tuple[str, ...]]:
+def _read(c: ToolCall) -> tuple[tuple[str, ...], str, str, tuple[str, ...], bool]:
     command = command_of(c)
     run = _Run.of(command)
     flat = tuple(x for path, touch in touches(c) for x in (path, touch.value))
-    return flat, command, run.program, tuple(sorted(run.files))
+    return flat, command, run.program, tuple(sorted(run.files)), _shell(c) is not None
 
 
-_CALLS: LRU[tuple[tuple[str, ...], str, str, tuple[str, ...]]] = memo(8_192)
+_CALLS: LRU[tuple[tuple[str, ...], str, str, tuple[str, ...], bool]] = memo(8_192)
 
 
 @dataclass(frozen=True)
@@ -307,14 +344,20 @@ def _arguments(c: ToolCall) -> dict[str, object]:
     return args if isinstance(args, dict) else {}
 
 
-def command_of(c: ToolCall) -> str:
-    """A call as its open error names it: a shell command's first line, else the
-    call with its arguments; shortened."""
+def _shell(c: ToolCall) -> str | None:
+    """The shell command a call runs (its ``command`` argument, no editor's
+    sub-command), if it runs one."""
     command = _arguments(c).get("command")
     if isinstance(command, str) and command.strip() and command not in _EDITOR:
-        text = "; ".join(shell_lines(command))
-    else:
-        text = f"{c.name}({c.arguments})"
+        return command
+    return None
+
+
+def command_of(c: ToolCall) -> str:
+    """A call as its open error names it: a shell command's lines (not a
+    here-document's body), else the call with its arguments; shortened."""
+    command = _shell(c)
+    text = f"{c.name}({c.arguments})" if command is None else "; ".join(shell_lines(command))
     text = " ".join(text.split())
     return text if len(text) <= _COMMAND_CHARS else text[: _COMMAND_CHARS - 3] + "..."
 
