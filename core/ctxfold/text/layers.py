@@ -137,7 +137,8 @@ def minify_json(text: str, *, spaced: bool = False) -> str | None:
 # --------------------------------------------------------------------- truncation
 
 
-_PLAIN = re.compile(r"[A-Za-z0-9_]+")
+#: A plain word: three letters or more, standing alone (not part of ``abc123``, ``a_b``).
+_PLAIN = re.compile(r"(?<![A-Za-z0-9_])[A-Za-z]{3,}(?![A-Za-z0-9_])")
 _NUMBERS = re.compile(r"\d+")
 #: A line with this many words few other lines have is distinctive.
 _DISTINCT_WORDS = 2
@@ -156,7 +157,7 @@ def distinctness(segments: Sequence[str]) -> list[float]:
     one such word. A line with no plain word (``  |  ^~~~``) is repeated when many
     others read the same but for their numbers. The error, the failing test and the
     odd event stand out, and where an error happened (:func:`error_places`)."""
-    plain = [{w for w in _PLAIN.findall(seg) if len(w) >= 3 and w.isalpha()} for seg in segments]
+    plain = [set(_PLAIN.findall(seg)) for seg in segments]
     df: Counter[str] = Counter()
     for words in plain:
         df.update(words)
@@ -238,8 +239,9 @@ _WARNS = ("warning", "deprecat")
 def _mentions(lines: Sequence[str], words: Iterable[str]) -> set[int]:
     """The indexes of ``lines`` that hold one of ``words`` (lower case), the lines
     lower-cased and joined once and each word found with ``str.find``."""
-    low = "\n".join(line.rstrip("\n") for line in lines).lower()
-    starts = list(accumulate((len(line.rstrip("\n")) + 1 for line in lines), initial=0))
+    lows = [line.rstrip("\n").lower() for line in lines]  # lower() may change a length
+    low = "\n".join(lows)
+    starts = list(accumulate((len(line) + 1 for line in lows), initial=0))
     out: set[int] = set()
     for word in words:
         at = low.find(word)
@@ -274,9 +276,16 @@ def truncate_observation(
     middle = lines[head : len(lines) - tail]
     search = named.search if named is not None else _never
     weights = distinctness(middle)
+    errors = _mentions(middle, (*_ERROR_WORDS, *_WARNS))  # the lines ERROR_LINE can find
     rank = [  # errors and what the task names, then lines unlike the rest, then warnings
-        0 if search(ln) or _severe(ln) else 1 if w >= 1.0 else 2 if ERROR_LINE.search(ln) else 3
-        for ln, w in zip(middle, weights, strict=True)
+        0
+        if search(ln) or (k in errors and _severe(ln))
+        else 1
+        if w >= 1.0
+        else 2
+        if k in errors and ERROR_LINE.search(ln)
+        else 3
+        for k, (ln, w) in enumerate(zip(middle, weights, strict=True))
     ]
     kept = sorted(
         sorted((k for k, r in enumerate(rank) if r < 3), key=rank.__getitem__)[:max_lines]

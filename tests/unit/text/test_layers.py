@@ -120,6 +120,15 @@ def test_where_an_error_happened_is_kept_with_it_though_it_reads_like_the_rest()
     assert weights[149] == 1.0 and weights[100] == REPEATED_LINE  # the frame that raised it
 
 
+def test_lines_whose_lower_case_is_longer_do_not_move_an_error_to_another_line():
+    """``"İ".lower()`` is two characters: an error found in the lower-cased lines is
+    placed on its own line however many such letters stand before it."""
+    lines = [ln.replace("compute", "İİİİİİİİİİ") for ln in _compiler_output(150)]
+    lines[300:300] = ["error[E0382]: borrow of moved value\n", "  --> src/mod_3/lib.rs:510:59\n"]
+    weights = distinctness(lines)
+    assert weights[301] == 1.0 and weights[305] == REPEATED_LINE  # the error's place only
+
+
 def test_layer_settings_are_checked():
     with pytest.raises(ConfigurationError, match="truncate_head"):
         Layers(truncate_lines=10, truncate_head=8, truncate_tail=5)

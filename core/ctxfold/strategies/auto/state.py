@@ -138,6 +138,7 @@ _FAILURES = re.compile(r"\b[1-9]\d* (?:failed|errors?)\b")  # a summary's count 
 _FAILURES_SEEN: LRU[str | None] = memo(8_192)
 _ERROR_CHARS = 160  # an error line is shown up to this many characters
 _COMMAND_CHARS = 100  # and the command that met it
+_TAIL_CHARS = 4_096  # a result's end, where its error most often is, read first
 
 
 @dataclass(frozen=True)
@@ -465,7 +466,9 @@ def _failure(result: str) -> str | None:
     status = int(found.group(1) or found.group(2)) if found else None
     if status == 0:
         return None
-    line = _last_line(_REPORT, result) or _last_line(_FAILURES, result)
+    low = result.lower()  # every line either pattern finds holds one of these words
+    reports = any(w in low for w in ("error", "exception", "fatal", "panic", "failed"))
+    line = (_last_line(_REPORT, result) or _last_line(_FAILURES, result)) if reports else None
     if status is not None:
         if line is None:  # nothing reports it: a line naming one, else the last line
             lines = [x for x in map(_clean, result.splitlines()) if x]
@@ -479,8 +482,12 @@ def _failure(result: str) -> str | None:
 
 def _last_line(pattern: re.Pattern[str], text: str) -> str | None:
     """The last line of ``text`` that ``pattern`` finds something on (one scan of
-    the whole text, not a search per line), without the result's frame."""
-    found = deque(pattern.finditer(text), maxlen=1)
+    the text's last lines, then of the rest if they hold none: a match never spans
+    lines), without the result's frame."""
+    split = text.rfind("\n", 0, max(len(text) - _TAIL_CHARS, 0)) + 1  # a line's start
+    found = deque(pattern.finditer(text, split), maxlen=1)
+    if not found and split:
+        found = deque(pattern.finditer(text, 0, split), maxlen=1)
     if not found:
         return None
     last = found[0]
