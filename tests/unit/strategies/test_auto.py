@@ -812,3 +812,23 @@ def test_a_chat_keeps_what_was_said_early_as_well_as_what_was_said_late():
     late = sum(f in shown for f in facts[6:])  # the newest turns stay whole besides
     assert early >= 3 and early >= late - 1, (early, late)
     assert COUNTER.count_messages(list(out.messages)) <= budget
+
+
+def test_a_results_parts_are_not_glued_together_where_a_tag_between_is_left_out() -> None:
+    """mini-SWE-agent frames a result as ``<returncode>1</returncode>`` then
+    ``<output>...``: the note leaves the tags out and keeps the status and some lines,
+    which stay apart (``1`` then ``def handler_9_0``, not ``1def handler_9_0``)."""
+    msgs = [Message("system", "You are an agent."), Message("user", "Fix the getitem bug.")]
+    for k in range(12):
+        call = ToolCall(f"c{k}", "bash", json.dumps({"command": f"python check_{k}.py"}))
+        body = "\n".join(f"def handler_{k}_{j}(x):\n    return x.item_{j}(key)" for j in range(30))
+        result = f"<returncode>{k % 2}</returncode>\n<output>\n{body}\nAttributeError: x\n</output>"
+        msgs += [
+            Message("assistant", f"Step {k}.", tool_calls=(call,)),
+            Message("tool", result, tool_call_id=f"c{k}"),
+        ]
+    msgs.append(Message("assistant", "Done."))
+    out = ctxfold.compress(msgs, budget=COUNTER.count_messages(msgs) // 5, counter=COUNTER)
+    note = next(m for m in out.messages if is_note(m)).text
+    assert "def handler_" in note
+    assert re.search(r"\ddef handler_", note) is None
