@@ -16,6 +16,7 @@ from ctxfold.strategies.auto.state import (
     Touch,
     WorkingState,
     failure,
+    plan_of,
     touches,
     working_state,
 )
@@ -302,3 +303,60 @@ def test_arguments_nested_past_what_json_is_read_to_are_no_arguments() -> None:
     state = working_state(msgs, range(len(msgs)))
     assert state.files == () and state.errors[0].error == "Error: bad arguments"
     assert state.errors[0].command.startswith("bash([[[") and len(state.errors[0].command) <= 100
+
+
+def _todo(k: int, *steps: tuple[str, str]) -> list[Message]:
+    """Claude Code's TodoWrite call (``todos`` of content, status, activeForm), answered."""
+    todos = [{"content": c, "status": s, "activeForm": c + "ing"} for c, s in steps]
+    call = ToolCall(f"t{k}", "TodoWrite", json.dumps({"todos": todos}))
+    return [
+        Message("assistant", None, tool_calls=(call,)),
+        Message("tool", "Todos have been modified successfully.", tool_call_id=f"t{k}"),
+    ]
+
+
+def test_the_latest_plan_an_agent_wrote_is_its_state_and_a_newer_one_shown_wins() -> None:
+    """Claude Code's TodoWrite and Codex's update_plan are read as plans (each
+    replacing the one before); the note opens with the last plan its folded messages
+    wrote, unless a message kept beside it writes a newer one."""
+    codex = ToolCall(
+        "u",
+        "update_plan",
+        json.dumps({"plan": [{"step": "Find the bug", "status": "completed"}]}),
+    )
+    assert plan_of(codex) == (("done", "Find the bug"),)
+    assert plan_of(_call("bash", command="ls -la")) == ()
+    assert plan_of(_call("search", queries=["a", "b"])) == ()  # a list, but no steps
+    first = _todo(0, ("Reproduce the bug", "in_progress"), ("Fix rates.py", "pending"))
+    second = _todo(1, ("Reproduce the bug", "completed"), ("Fix rates.py", "in_progress"))
+    body = "".join(f"rate_{j} = load_rate({j}, region='eu-{j % 7}')\n" for j in range(60))
+    steps = [(f"cat src/mod_{k}.py", body.replace("rate_", f"r{k}_")) for k in range(10)]
+    msgs = _run(*steps[:5])
+    msgs[2:2] = first + second
+    msgs += _run(*steps[5:])[2:]
+    state = working_state(msgs, range(len(msgs)))
+    assert state.plan == (("done", "Reproduce the bug"), ("now", "Fix rates.py"))
+    assert WorkingState.from_meta(json.loads(json.dumps(state.meta()))) == state
+    assert state.lines(300, COUNTER)[0] == "Plan: [done] Reproduce the bug; [now] Fix rates.py"
+    budget = COUNTER.count_messages(msgs) // 4
+    out = list(AutoCompressor().compress(msgs, budget=budget, counter=COUNTER).messages)
+    note = next(m for m in out if is_note(m))
+    assert "Plan: [done] Reproduce the bug; [now] Fix rates.py" in note.text
+    newer = _todo(2, ("Fix rates.py", "completed"), ("Run the suite", "in_progress"))
+    out = list(AutoCompressor().compress([*msgs, *newer], budget=budget, counter=COUNTER).messages)
+    note = next(m for m in out if is_note(m))
+    assert "Plan: " not in note.text  # the newer plan is shown: the older is no news
+    assert any("Run the suite" in c.arguments for m in out for c in m.tool_calls)
+
+
+def test_a_long_plan_shows_how_many_steps_are_done_and_the_rest_that_fit() -> None:
+    steps = [(f"Step {k} of the migration", "completed") for k in range(20)]
+    steps += [("Backfill the ledger", "in_progress"), ("Drop the old table", "pending")]
+    token = "sk-proj-" + "Z8aB0cD2eF4gH6iJ8kL0mN2oP4qR6sT8uV0wX2yZ4aB6cD8e"
+    steps.append((f"Rotate the key {token}", "pending"))
+    state = working_state(_todo(0, *steps), range(2))
+    line = state.lines(60, COUNTER)[0]
+    assert line.startswith("Plan: 20 done; [now] Backfill the ledger; [todo] Drop the old table")
+    assert token not in json.dumps(state.meta()) and COUNTER.count_text(line) <= 60
+    edited = {"plan": [["done", "a"], ["finished", "b"], ["todo", 3], "c"]}
+    assert WorkingState.from_meta(edited).plan == (("done", "a"),)

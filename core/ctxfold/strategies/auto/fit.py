@@ -36,7 +36,7 @@ from .plan import (
 )
 from .policy import POLICY, AutoOptions, Verbatim
 from .select import Selection, items, select, trim
-from .state import working_state
+from .state import has_plan, working_state
 
 __all__ = ["Fitted", "fill", "fit", "summarize_note"]
 
@@ -144,6 +144,8 @@ def fit(conv: Conversation, opts: AutoOptions, analyzer: Analyzer, notes: Notes)
     recency = POLICY.agent_recency if uses_tools(messages) else 0.0
     sel = items(plans, old_idx, task, n, pool, alike, recency)
     state = working_state(messages, old_idx)
+    if state.plan and has_plan(messages, verbatim):  # a newer plan is shown
+        state = replace(state, plan=())
     head = state.lines(POLICY.state_share * (avail - used), conv.counter, in_verbatim)
     head = [task_line, *head] if task_line else head
     room = avail - used - (conv.counter.count_text("\n".join(head)) + 1 if head else 0)

@@ -1,10 +1,10 @@
-"""The agent's working state, read from its tool calls with no model: the files it
-touched (read, edited, created, ran: the last action on each), the errors its
-commands met that no later run of the same command followed with a success, and the
-other shell commands it ran.
+"""The agent's working state, read from its tool calls with no model: its latest plan
+(a to-do list it wrote with a tool), the files it touched (read, edited, created, ran:
+the last action on each), the errors its commands met that no later run of the same
+command followed with a success, and the other shell commands it ran.
 
-A note shows them first, in lines of their own (``Files: ...``, ``Unresolved: ...``,
-``Ran: ...``),
+A note shows them first, in lines of their own (``Plan: ...``, ``Files: ...``,
+``Unresolved: ...``, ``Ran: ...``),
 within a share of its room (see :func:`.fit.fit`); its selected lines and its list
 follow. A note folded again hands its state on in its metadata, so a session's notes
 keep what every earlier round saw. Each line names what it comes from: a file by its
@@ -30,6 +30,7 @@ from ...tokens import TokenCounter
 
 __all__ = [
     "FILES",
+    "PLAN",
     "RAN",
     "STATE_HEADS",
     "UNRESOLVED",
@@ -38,6 +39,8 @@ __all__ = [
     "WorkingState",
     "command_of",
     "failure",
+    "has_plan",
+    "plan_of",
     "shell_lines",
     "shell_touches",
     "touches",
@@ -50,7 +53,8 @@ __all__ = [
 FILES = "Files: "
 UNRESOLVED = "Unresolved: "
 RAN = "Ran: "
-STATE_HEADS = (FILES, UNRESOLVED, RAN)
+PLAN = "Plan: "
+STATE_HEADS = (PLAN, FILES, UNRESOLVED, RAN)
 
 
 class Touch(str, Enum):
@@ -150,18 +154,20 @@ class WorkingState:
     files: tuple[tuple[str, Touch], ...] = ()
     errors: tuple[OpenError, ...] = ()
     commands: tuple[str, ...] = ()
+    plan: tuple[tuple[str, str], ...] = ()  # (done, now or todo; the step)
 
     def __bool__(self) -> bool:
-        return bool(self.files or self.errors or self.commands)
+        return bool(self.files or self.errors or self.commands or self.plan)
 
     def lines(
         self, max_tokens: float, counter: TokenCounter, elsewhere: Container[str] = ()
     ) -> list[str]:
         """The state's lines within ``max_tokens``: the open errors, newest first,
-        then the files, those changed (edited, created) first, then those run, then
-        those read (but those named ``elsewhere``, in the output beside the note), each the
-        last touched first, then the commands run, newest first (but those shown
-        ``elsewhere``); what does not fit is left out."""
+        then the plan (every step, or none), then the files, those changed (edited,
+        created) first, then those run, then those read (but those named
+        ``elsewhere``, in the output beside the note), each the last touched first,
+        then the commands run, newest first (but those shown ``elsewhere``); what does
+        not fit is left out."""
         out: list[str] = []
         used = 0.0
         for e in reversed(self.errors):
@@ -171,6 +177,8 @@ class WorkingState:
                 break
             out.append(line)
             used += cost
+        plan = self._plan_line(max_tokens - used, counter)
+        used += counter.count_text(plan) + 1 if plan else 0
         shown: list[str] = []
         for path, touch in sorted(reversed(self.files), key=lambda f: _FIRST[f[1]]):
             if touch is Touch.READ and path in elsewhere:
@@ -187,7 +195,20 @@ class WorkingState:
             max_tokens - used,
             counter,
         )
-        return ([FILES + ", ".join(shown)] if shown else []) + out + ([RAN + ran] if ran else [])
+        files = [FILES + ", ".join(shown)] if shown else []
+        return ([plan] if plan else []) + files + out + ([RAN + ran] if ran else [])
+
+    def _plan_line(self, max_tokens: float, counter: TokenCounter) -> str:
+        """The plan within ``max_tokens``: every step, else how many are done and as
+        many of the others as fit; "" when none does."""
+        steps = [f"[{status}] {step}" for status, step in self.plan]
+        line = PLAN + "; ".join(steps)
+        if not steps or counter.count_text(line) + 1 <= max_tokens:
+            return line if steps else ""
+        done = f"{sum(status == 'done' for status, _ in self.plan)} done; "
+        room = max_tokens - counter.count_text(PLAN + done)
+        rest = _listed((s for s in steps if not s.startswith("[done]")), "; ", room, counter)
+        return PLAN + done + rest if rest else ""
 
     def meta(self) -> dict[str, list[list[str]] | list[str]]:
         """The state as a note's metadata keeps it (JSON: lists of strings)."""
@@ -195,6 +216,7 @@ class WorkingState:
             "files": [[p, t.value] for p, t in self.files],
             "errors": [[e.command, e.error] for e in self.errors],
             "commands": list(self.commands),
+            "plan": [list(step) for step in self.plan],
         }
 
     @classmethod
@@ -214,7 +236,13 @@ class WorkingState:
             if isinstance(e, list) and len(e) == 2 and all(isinstance(x, str) for x in e)
         ]
         commands = [c for c in _rows(meta.get("commands")) if isinstance(c, str)]
-        return cls(tuple(files), tuple(errors), tuple(commands))
+        plan = [
+            (p[0], p[1])
+            for p in _rows(meta.get("plan"))
+            if isinstance(p, list) and len(p) == 2 and p[0] in _STATUS_WORDS
+            and isinstance(p[1], str)
+        ]  # fmt: skip
+        return cls(tuple(files), tuple(errors), tuple(commands), tuple(plan))
 
 
 _TOUCHES = frozenset(t.value for t in Touch)
@@ -247,6 +275,7 @@ def working_state(messages: Sequence[Message], indices: Iterable[int]) -> Workin
     files: dict[str, Touch] = {}
     errors: dict[_Run, OpenError] = {}
     commands: dict[str, None] = {}  # shell commands that met no error, by last run
+    plan: tuple[tuple[str, str], ...] = ()
     calls: dict[str, _Call] = {}
     for i in indices:
         m = messages[i]
@@ -260,9 +289,11 @@ def working_state(messages: Sequence[Message], indices: Iterable[int]) -> Workin
             for ran in before.commands:
                 commands.pop(ran, None)
                 commands[ran] = None
+            plan = before.plan or plan
             continue
         for c in m.tool_calls:
             calls[c.id] = call = _Call.of(c)
+            plan = call.plan or plan  # each to-do list replaces the one before
             for path, touch in call.touches:
                 if not is_secret(path):  # a credential is never one of the state's names
                     files.pop(path, None)
@@ -279,36 +310,89 @@ def working_state(messages: Sequence[Message], indices: Iterable[int]) -> Workin
                 errors = {r: e for r, e in errors.items() if not run.covers(r)}
                 if call.shell:
                     commands[command] = None
-    return WorkingState(tuple(files.items()), tuple(errors.values()), tuple(commands))
+    return WorkingState(tuple(files.items()), tuple(errors.values()), tuple(commands), plan)
 
 
 class _Call(NamedTuple):
     """What the state reads of a tool call: the files it touches, its command, what
-    it runs and whether it is a shell command."""
+    it runs, whether it is a shell command and the plan it writes, if any."""
 
     touches: tuple[tuple[str, Touch], ...]
     command: str
     run: _Run
     shell: bool
+    plan: tuple[tuple[str, str], ...]
 
     @classmethod
     def of(cls, c: ToolCall) -> _Call:
         """The call's facts, memoized by its name and arguments (a session's every
         compaction reads its calls again), kept as strings only, flat (a memo the
         collector stops walking: see ``_state``)."""
-        flat, command, program, files, shell = _CALLS.cached((c.name, c.arguments), _read, c)
+        flat, command, program, files, shell, steps = _CALLS.cached((c.name, c.arguments), _read, c)
         pairs = tuple((flat[k], Touch(flat[k + 1])) for k in range(0, len(flat), 2))
-        return cls(pairs, command, _Run(program, frozenset(files)), shell)
+        plan = tuple((steps[k], steps[k + 1]) for k in range(0, len(steps), 2))
+        return cls(pairs, command, _Run(program, frozenset(files)), shell, plan)
 
 
-def _read(c: ToolCall) -> tuple[tuple[str, ...], str, str, tuple[str, ...], bool]:
+_Facts = tuple[tuple[str, ...], str, str, tuple[str, ...], bool, tuple[str, ...]]
+
+
+def _read(c: ToolCall) -> _Facts:
     command = command_of(c)
     run = _Run.of(command)
     flat = tuple(x for path, touch in touches(c) for x in (path, touch.value))
-    return flat, command, run.program, tuple(sorted(run.files)), _shell(c) is not None
+    steps = tuple(x for step in plan_of(c) for x in step)
+    return flat, command, run.program, tuple(sorted(run.files)), _shell(c) is not None, steps
 
 
-_CALLS: LRU[tuple[tuple[str, ...], str, str, tuple[str, ...], bool]] = memo(8_192)
+_CALLS: LRU[_Facts] = memo(8_192)
+
+
+def plan_of(c: ToolCall) -> tuple[tuple[str, str], ...]:
+    """The to-do list a call writes (Claude Code's ``TodoWrite``: ``todos`` of
+    ``content`` and ``status``; Codex's ``update_plan``: ``plan`` of ``step`` and
+    ``status``; any list of objects with a text and a status): each step's status
+    (done, now, todo) and text, credentials masked, shortened; none for other calls."""
+    for value in _arguments(c).values():
+        if not isinstance(value, list) or not value:
+            continue
+        steps = [_step(item) for item in value[:_PLAN_STEPS]]
+        if all(step is not None for step in steps):
+            return tuple(step for step in steps if step is not None)
+    return ()
+
+
+def has_plan(messages: Sequence[Message], indices: Iterable[int]) -> bool:
+    """Whether a call of the messages at ``indices`` writes a plan (a newer one than
+    the state's, when they are the messages kept beside the note)."""
+    return any(_Call.of(c).plan for i in indices for c in messages[i].tool_calls)
+
+
+def _step(item: object) -> tuple[str, str] | None:
+    """A plan's step from one item of a list: its status word and its text."""
+    if not isinstance(item, Mapping) or not isinstance(status := item.get("status"), str):
+        return None
+    text = next((t for k in _STEP_KEYS if isinstance(t := item.get(k), str) and t.strip()), None)
+    if text is None:
+        return None
+    text = mask(" ".join(text.split()))
+    short = text if len(text) <= _STEP_CHARS else text[: _STEP_CHARS - 3] + "..."
+    return _STATUS.get(status.lower().replace("-", "_"), "todo"), short
+
+
+#: Where a step's text is, and what its status says.
+_STEP_KEYS = ("content", "step", "title", "task", "description", "text")
+_STATUS = {
+    "completed": "done",
+    "complete": "done",
+    "done": "done",
+    "in_progress": "now",
+    "active": "now",
+    "doing": "now",
+}
+_STATUS_WORDS = frozenset(("done", "now", "todo"))
+_PLAN_STEPS = 30  # a plan's first steps read, at most
+_STEP_CHARS = 100
 
 
 @dataclass(frozen=True)
