@@ -360,3 +360,39 @@ def test_a_long_plan_shows_how_many_steps_are_done_and_the_rest_that_fit() -> No
     assert token not in json.dumps(state.meta()) and COUNTER.count_text(line) <= 60
     edited = {"plan": [["done", "a"], ["finished", "b"], ["todo", 3], "c"]}
     assert WorkingState.from_meta(edited).plan == (("done", "a"),)
+
+
+def test_a_summarized_note_keeps_the_task_and_the_state_and_hands_them_on() -> None:
+    """With an LLM summarizer the note's extractive lines become its summary, but the
+    note still opens with the task and the working state, written by the same
+    composer, and hands the state on: a session's later notes name the error met in
+    its first round."""
+
+    def llm(messages: list[Message]) -> str:  # a chat model: prompt, then the text
+        return "The agent read the billing modules and ran the rate tests."
+
+    task = " ".join(f"Order {4000 + k} was billed at the wrong rate." for k in range(200))
+    steps = [("python -m pytest tests/test_rates.py", "E   AssertionError\n1 failed")]
+    body = "".join(f"rate_{j} = load_rate({j}, region='eu-{j % 7}')\n" for j in range(60))
+    steps += [(f"cat src/mod_{k}.py", body.replace("rate_", f"r{k}_")) for k in range(8)]
+    msgs = _run(*steps)
+    msgs[1] = Message("user", task)
+    budget = COUNTER.count_messages(msgs) // 4
+    strategy = AutoCompressor(summarizer=llm, cache=False)
+    out = list(strategy.compress(msgs, budget=budget, counter=COUNTER).messages)
+    note = next(m for m in out if is_note(m))
+    lines = note.text.splitlines()
+    assert "earlier messages summarized]" in lines[0]
+    assert lines[1].startswith("user: Order 4000 was billed at the wrong rate.")
+    assert any(ln.startswith("Unresolved: `python -m pytest tests/test_rates.py`") for ln in lines)
+    assert "The agent read the billing modules" in note.text
+    meta = note.metadata[NOTE_KEY]
+    assert meta["task"] == lines[1] and meta["state"]["errors"]
+    assert COUNTER.count_messages(out) <= budget
+    session = ctxfold.Session(budget=2400, strategy=strategy, counter=COUNTER)
+    for m in msgs:
+        session.add(m)
+        if m.role == "tool":
+            out = list(session.render().messages)
+    note = next(m for m in out if is_note(m))
+    assert "Unresolved: `python -m pytest tests/test_rates.py`" in note.text

@@ -56,6 +56,7 @@ class Fitted(NamedTuple):
     verbatim: Mapping[str, float]
     used: frozenset[str] = frozenset()  # identifiers the conversation used (see Pool)
     alike: frozenset[str] = frozenset()  # those only alike lines showed (see Pool)
+    layout: Layout | None = None  # the note's head: a summarized note opens with it too
 
 
 def carried_cost(conv: Conversation, free: list[Unit], notes: Notes) -> int:
@@ -172,7 +173,7 @@ def fit(conv: Conversation, opts: AutoOptions, analyzer: Analyzer, notes: Notes)
         layout.old_units = sorted([*layout.old_units, oldest], key=lambda u: u.start)
         done = _converge(conv, layout, sel, notes, opts.name, loop)
     if done is not None:
-        return Fitted(*done, plans, pool, shown, said, alike)
+        return Fitted(*done, plans, pool, shown, said, alike, layout)
     for i in [i for i, v in verbatim.items() if v is Verbatim.TASK]:  # folded too
         plans[i] = make_plan(analyzer(messages[i], tokens[i]), i, ctx)
     return _fold_all(conv, layout, notes, opts)
@@ -406,7 +407,8 @@ def summarize_note(
     conv: Conversation, fitted: Fitted, opts: AutoOptions, notes: Notes
 ) -> list[Message]:
     """Replace the note's extractive lines by the summarizer's summary of the folded
-    messages, in at most the tokens those lines took (one call, cached)."""
+    messages, in at most the tokens those lines took (one call, cached); its head (the
+    task's opening, the working state) stays, and is handed on as the note hands it."""
     out, at, counter = fitted.messages, fitted.note_at, conv.counter
     folded = [d.index for d in fitted.trace if d.reason == FOLDED]
     summarizer = opts.summarizer
@@ -416,9 +418,15 @@ def summarize_note(
     listed = list(note.metadata[NOTE_KEY].get("listed", ()))
     others = fitted.others  # the pool holds nothing a message kept verbatim shows
     room = counter.count_message(note)
-    bare = counter.count_message(
-        notes.write(len(folded), ["."], listed, others, counter, summarized=True)
-    )
+    layout = fitted.layout
+    head, state, task = (layout.head, layout.state, layout.task) if layout else ([], None, "")
+
+    def write(text: str) -> Message:  # the note, as the extractive one is written
+        lines = [*head, text]
+        shown = others + "\n" + "\n".join(lines)
+        return notes.write(len(folded), lines, listed, shown, counter, state, task, True)
+
+    bare = counter.count_message(write("."))
     allowance = room - bare
     if allowance < POLICY.min_summary:
         return out
@@ -430,10 +438,7 @@ def summarize_note(
         count=counter.count_text,
     )
     for _ in range(POLICY.summary_tries):
-        new = notes.write(
-            len(folded), [text], listed, others + "\n" + text, counter, summarized=True
-        )
-        new = replace(new, role=note.role)  # the role insert_note gave the note
+        new = replace(write(text), role=note.role)  # the role insert_note gave it
         over = counter.count_message(new) - room
         if over <= 0:
             return [*out[:at], new, *out[at + 1 :]]
