@@ -68,6 +68,16 @@ def test_a_shell_command_reads_writes_and_runs_files_by_its_verbs() -> None:
     assert shell("echo done >> log.txt 2>/dev/null") == [("log.txt", Touch.EDITED)]
     assert shell("ls -la src/ && git status") == []
     assert shell("curl -s https://example.com/a.json") == []
+    # what was tried and abandoned: a change put back, a file removed
+    assert shell("git checkout -- src/pay.py && rm -f repro.py") == [
+        ("src/pay.py", Touch.REVERTED),
+        ("repro.py", Touch.DELETED),
+    ]
+    assert shell("git restore src/a.py; git rm old/legacy.py") == [
+        ("src/a.py", Touch.REVERTED),
+        ("old/legacy.py", Touch.DELETED),
+    ]
+    assert shell("git checkout feature/x && git checkout -b fix/y") == []  # branches
 
 
 def test_a_result_reports_an_error_by_its_exit_status_or_an_error_line() -> None:
@@ -139,7 +149,7 @@ def test_a_note_hands_its_state_on_and_an_edited_one_is_ignored() -> None:
     for edited in (
         None,
         "files",
-        {"files": [["a.py", "deleted"], ["b.py"], [1, "read"]], "errors": [["x"], [1, 2]]},
+        {"files": [["a.py", "burned"], ["b.py"], [1, "read"]], "errors": [["x"], [1, 2]]},
         {"files": "a.py", "errors": None, "commands": [1, ["make"], None]},
     ):
         assert WorkingState.from_meta(edited) == WorkingState()
@@ -241,7 +251,7 @@ def test_swe_agent_function_calls_and_a_file_listing_that_names_errors() -> None
     assert dict(state.files) == {
         "setup.py": Touch.READ,
         "src/marshmallow/fields.py": Touch.READ,
-        "reproduce.py": Touch.RAN,  # created, then run
+        "reproduce.py": Touch.DELETED,  # created, run, then removed (rm reproduce.py)
     }
     assert state.errors == ()
     listing = "1533:            except FieldInstanceResolutionError as error:\n1534: pass"

@@ -64,6 +64,8 @@ class Touch(str, Enum):
     EDITED = "edited"
     CREATED = "created"
     RAN = "ran"
+    REVERTED = "reverted"  # its changes undone (git checkout -- f, git restore f)
+    DELETED = "deleted"
 
 
 @dataclass(frozen=True)
@@ -114,6 +116,8 @@ _READERS = frozenset(
 )
 _RUNNERS = frozenset(["python", "python3", "pytest", "node", "bash", "sh", "ruby", "go", "deno"])
 _SCRIPTED = frozenset(["grep", "egrep", "rg", "sed", "awk", "perl"])  # a pattern or script first
+#: git's sub-commands that change files, as the verbs of other shell commands.
+_GIT = {"rm": "rm", "checkout": "revert", "restore": "revert"}
 _SEPARATORS = re.compile(r"&&|\|\||[;|]")
 _HEREDOC = re.compile(r"<<-?\s*['\"]?(\w+)['\"]?")
 _NOT_IN_PATHS = frozenset("$`*?{}()=<>|&;,'\"")
@@ -247,7 +251,14 @@ class WorkingState:
 
 _TOUCHES = frozenset(t.value for t in Touch)
 #: Which files a short state names first: what the agent changed is its work.
-_FIRST = {Touch.EDITED: 0, Touch.CREATED: 0, Touch.RAN: 1, Touch.READ: 2}
+_FIRST = {
+    Touch.EDITED: 0,
+    Touch.CREATED: 0,
+    Touch.REVERTED: 0,
+    Touch.DELETED: 0,
+    Touch.RAN: 1,
+    Touch.READ: 2,
+}
 
 
 def _listed(entries: Iterable[str], sep: str, max_tokens: float, counter: TokenCounter) -> str:
@@ -499,6 +510,8 @@ def shell_touches(command: str) -> Iterator[tuple[str, Touch]]:
         written = dict(_redirects(words))
         yield from written.items()
         verb = words[0].rsplit("/", 1)[-1]
+        if verb == "git" and len(words) > 1 and words[1] in _GIT:
+            verb, words = _GIT[words[1]], words[1:]  # git's sub-command, as a verb
         operands = [w for w in words[1:] if not w.startswith(("-", ">", "<"))]
         if verb in _SCRIPTED:
             operands = operands[1:]  # the pattern or the script, then the files
@@ -510,10 +523,28 @@ def shell_touches(command: str) -> Iterator[tuple[str, Touch]]:
             yield from ((w, touch) for w in named)
         elif verb == "touch":
             yield from ((w, Touch.CREATED) for w in named)
+        elif verb in ("rm", "unlink"):
+            yield from ((w, Touch.DELETED) for w in named)
+        elif verb == "revert":
+            yield from ((w, Touch.REVERTED) for w in _reverted(words, named))
         elif verb in _READERS:
             yield from ((w, Touch.READ) for w in named if not w.endswith("/"))
         elif verb in _RUNNERS or verb.startswith("python"):
             yield from ((w, Touch.RAN) for w in named[:1])
+
+
+def _reverted(words: list[str], named: list[str]) -> list[str]:
+    """The files ``git restore`` or ``git checkout`` (``words`` from its sub-command
+    on) puts back: checkout's after ``--``, else those with an extension (a branch
+    may hold a slash: ``git checkout feature/x`` reverts nothing, nor ``-b``)."""
+    if words[0] == "restore":
+        return named
+    if "-b" in words or "-B" in words or "--orphan" in words:
+        return []
+    if "--" in words:
+        after = set(words[words.index("--") + 1 :])
+        return [w for w in named if w in after]
+    return [w for w in named if "." in w.rsplit("/", 1)[-1]]
 
 
 def _redirects(words: list[str]) -> Iterator[tuple[str, Touch]]:
