@@ -23,7 +23,7 @@ from .scoring import (
     standing,
 )
 
-__all__ = ["shorten"]
+__all__ = ["head_of", "shorten"]
 
 _ALSO_IN_FULL = "[also in the full text: "
 _ID_SHARE = 4  # the identifiers of the cut parts take at most 1/4 of the allowance
@@ -81,14 +81,14 @@ def _shorten(text: str, max_tokens: int, counter: TokenCounter, goal: str) -> st
     for _ in range(6):
         body = _select(pieces, segments, values, allowance * cpt * (1 - 1 / _ID_SHARE))
         if body is None:  # no sentence or line fits whole: the best one, cut
-            return _cut(_best(segments, values), max_tokens, counter, cpt)
+            return head_of(_best(segments, values), max_tokens, counter, cpt)
         missing = [v for v in ranked_ids if v not in body]
         out = body + _also(missing, max_tokens // _ID_SHARE, counter)
         n = counter.count_text(out)
         if n <= max_tokens:
             return out
         allowance *= max_tokens / n * 0.95
-    return _cut(text, max_tokens, counter, cpt)
+    return head_of(text, max_tokens, counter, cpt)
 
 
 def _best(segments: Sequence[list[str]], values: Sequence[list[float]]) -> str:
@@ -100,8 +100,11 @@ def _best(segments: Sequence[list[str]], values: Sequence[list[float]]) -> str:
     return segments[pi][si].strip()
 
 
-def _cut(text: str, max_tokens: int, counter: TokenCounter, cpt: float) -> str:
-    """The head of ``text`` within ``max_tokens`` tokens, at a word's end, marked."""
+def head_of(text: str, max_tokens: int, counter: TokenCounter, cpt: float | None = None) -> str:
+    """The head of ``text`` within ``max_tokens`` tokens, at a word's end, marked
+    (``cpt``: its characters per token, if known); "" when no word fits."""
+    if cpt is None:
+        cpt = max(len(text) / max(counter.count_text(text), 1), 1.0)
     cut = text[: int(max_tokens * cpt)]
     while cut and counter.count_text(cut + " [...]") > max_tokens:
         shorter = cut[: len(cut) * 9 // 10]

@@ -164,6 +164,19 @@ def test_a_session_keeps_a_long_tasks_opening_first_in_every_render() -> None:
     assert "Unresolved: " in note.text.split("\n", 2)[2]  # after the task, not before it
 
 
+def test_a_task_opening_with_one_block_longer_than_the_room_shows_its_head() -> None:
+    """A task whose first part is one block (a stack trace pasted whole, one segment)
+    longer than the room an opening gets: the note opens with that block's head."""
+    msgs, _ = _run(4)
+    trace = ";".join(f"at com.pay.Checkout.step{k}(Checkout.java:{100 + k})" for k in range(400))
+    msgs[1] = Message("user", f"Checkout crashes: {trace}")
+    budget = COUNTER.count_messages(msgs) // 10
+    note = _note(ctxfold.compress(msgs, budget=budget, counter=COUNTER).messages)
+    first = note.text.split("\n")[1]
+    assert first.startswith("user: Checkout crashes: at com.pay.Checkout.step0(Checkout.java:100)")
+    assert first.endswith("[...]") and note.metadata[NOTE_KEY]["task"] == first
+
+
 def test_a_task_edited_into_a_stored_note_is_read_only_as_a_short_line() -> None:
     """A note's carried task, edited by hand: anything but text is no task, and a
     text far over the room an opening gets is not shown as the next note's first line

@@ -5,6 +5,7 @@ and let an LLM summarizer rewrite the note's condensed lines if one is set."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import NamedTuple
@@ -14,6 +15,7 @@ from ...messages import Message, transcript, uses_tools
 from ...models.summarizers import fit_summary, summarize
 from ...result import FOLDED, NOTE_KEY, Decision, from_user, is_note
 from ...text.scoring import ScoreContext
+from ...text.shortening import head_of
 from ...tokens import TokenCounter
 from ...units import Unit
 from ..base import keep_only, overflow
@@ -134,7 +136,7 @@ def fit(conv: Conversation, opts: AutoOptions, analyzer: Analyzer, notes: Notes)
     old_idx = [i for u in old_units for i in u.indices]
     carried_task = _carried_task(conv, old_units, POLICY.task_opening * avail)
     plans, ctx = _plans(conv, old_idx, task, analyzer, carried_task)
-    task_line = carried_task or _opening(plans, task, POLICY.task_opening * avail)
+    task_line = carried_task or _opening(plans, task, POLICY.task_opening * avail, conv.counter)
     if analyzer.layers.dedup:
         mark_duplicates(messages, plans)
 
@@ -231,13 +233,19 @@ def _carried_task(conv: Conversation, old_units: Sequence[Unit], room: float) ->
     return line if line and conv.counter.count_text(line) <= 2 * room else ""
 
 
-def _opening(plans: dict[int, Plan], task: int, room: float) -> str:
+def _opening(plans: dict[int, Plan], task: int, room: float, counter: TokenCounter) -> str:
     """The task's opening (see :func:`.plan.opening`) as the note's first line, when
-    the task is folded; its plan then offers the rest only (``plans`` is changed)."""
+    the task is folded; its plan then offers the rest only (``plans`` is changed). A
+    first segment over the room alone (a long block) gives its head."""
     p = plans.get(task)
-    places = opening(p, room) if p is not None else []
-    if p is None or not places:
+    if p is None:
         return ""
+    places = opening(p, room)
+    if not places:
+        first = opening(p, math.inf)[:1]
+        text = "".join(p.segments[pi][si] for pi, si in first).strip()
+        head = head_of(text, int(room), counter) if text else ""
+        return f"{p.tag}: {head}" if head else ""
     scores = [list(row) for row in p.scores]
     for pi, si in places:
         scores[pi][si] = 0.0
@@ -333,7 +341,7 @@ def _fold_all(conv: Conversation, layout: Layout, notes: Notes, opts: AutoOption
         i: v for i, v in layout.verbatim.items() if v is not Verbatim.TASK
     }
     bare = Layout(layout.pinned, newest, layout.old_units, layout.plans, [], layout.shortened)
-    bare.state = layout.state  # the shortest note still hands the state on
+    bare.state, bare.task = layout.state, layout.task  # the shortest note hands them on
     out, trace, note_at, others = assemble(conv, bare, [], notes, opts.name, force_fold=True)
     required = conv.counter.count_messages(out)
     if required > conv.budget:
