@@ -301,6 +301,19 @@ def test_a_hostile_command_and_result_of_100_kb_are_read_whole() -> None:
     assert all(len(e.command) <= 100 for e in state.errors)
 
 
+def test_a_hostile_plan_of_100_kb_gives_bounded_steps() -> None:
+    """A to-do list of 20,000 steps and one step of 100 KB: its first 30 steps are
+    read, each shortened to 100 characters; the plan's line stays within its room."""
+    many = _todo(0, *[(f"step {k}", "pending") for k in range(20_000)])
+    state = working_state(many, range(2))
+    assert len(state.plan) == 30 and state.plan[0] == ("todo", "step 0")
+    huge = _todo(1, ("x" * 100_000, "in_progress"), ("y " * 50_000, "weird-status"))
+    state = working_state(huge, range(2))
+    assert [len(step) for _, step in state.plan] == [100, 100]
+    assert [status for status, _ in state.plan] == ["now", "todo"]
+    assert COUNTER.count_text("\n".join(state.lines(80, COUNTER))) <= 80
+
+
 def test_arguments_nested_past_what_json_is_read_to_are_no_arguments() -> None:
     """A model's arguments nested 100,000 deep (the standard parser recurses until it
     fails) are read as no arguments: no file, the call named as it was written."""
