@@ -11,15 +11,9 @@ from pathlib import Path
 import ctxfold
 from ctxfold import AutoCompressor, Message, ToolCall, from_anthropic, get_counter
 from ctxfold.result import NOTE_KEY, is_note
-from ctxfold.strategies.auto.state import (
-    OpenError,
-    Touch,
-    WorkingState,
-    failure,
-    plan_of,
-    touches,
-    working_state,
-)
+from ctxfold.strategies.auto.calls import Touch, plan_of, touches
+from ctxfold.strategies.auto.outcomes import failure
+from ctxfold.strategies.auto.state import OpenError, WorkingState, working_state
 from ctxfold.validity import turn_order_problems
 from ctxfold.wire.claude_code import read_claude_code_file
 

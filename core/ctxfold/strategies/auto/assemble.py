@@ -186,19 +186,19 @@ def condensed(p: Plan) -> str:
     if p.note:
         return _condensed_note(p)
     parts: list[str] = []
-    skipped = ""  # what the pieces left out since the last part held
+    gap = ""  # what separates the next part from the last: the pieces left out between
     for pi, piece in enumerate(p.pieces):
         segs, chosen = p.segments[pi], p.chosen[pi]
         if not any(chosen):
             if parts and piece.mode == "lines" and not parts[-1].endswith("... "):
                 parts.append(" ... ")
-            skipped += piece.text
+            gap = "\n" if gap == "\n" or "\n" in piece.text else " "
             continue
         part = elide(replace(piece, keep=False), segs, chosen, marks=False)
-        if skipped and parts and not parts[-1][-1:].isspace() and not part[:1].isspace():
-            parts.append("\n" if "\n" in skipped else " ")  # not glued across a gap
+        if gap and parts and not parts[-1][-1:].isspace() and not part[:1].isspace():
+            parts.append(gap)  # not glued across what was left out
         parts.append(part)
-        skipped = ""
+        gap = ""
     body = "".join(parts).strip()
     calls = [
         f"-> {c.name}({c.arguments})" for c, ok in zip(p.calls, p.call_chosen, strict=True) if ok

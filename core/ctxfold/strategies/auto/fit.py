@@ -22,6 +22,7 @@ from ..base import keep_only, overflow
 from ..newest import shown_newest
 from .analysis import Analyzer
 from .assemble import Assembled, Layout, Notes, assemble
+from .calls import has_plan
 from .horizon import candidates, glanced_plan, horizon
 from .plan import (
     Carried,
@@ -38,7 +39,7 @@ from .plan import (
 )
 from .policy import POLICY, AutoOptions, Verbatim
 from .select import Selection, items, select, trim
-from .state import has_plan, working_state
+from .state import working_state
 
 __all__ = ["Fitted", "fill", "fit", "summarize_note"]
 
@@ -240,10 +241,10 @@ def _opening(plans: dict[int, Plan], task: int, room: float, counter: TokenCount
     p = plans.get(task)
     if p is None:
         return ""
-    places = opening(p, room)
+    places = list(opening(p, room))
     if not places:
-        first = opening(p, math.inf)[:1]
-        text = "".join(p.segments[pi][si] for pi, si in first).strip()
+        first = next(opening(p, math.inf), None)
+        text = p.segments[first[0]][first[1]].strip() if first else ""
         head = head_of(text, int(room), counter) if text else ""
         return f"{p.tag}: {head}" if head else ""
     scores = [list(row) for row in p.scores]
@@ -432,7 +433,7 @@ def summarize_note(
     def write(text: str) -> Message:  # the note, as the extractive one is written
         lines = [*head, text]
         shown = others + "\n" + "\n".join(lines)
-        return notes.write(len(folded), lines, listed, shown, counter, state, task, True)
+        return notes.write(len(folded), lines, listed, shown, counter, state, task, summarized=True)
 
     bare = counter.count_message(write("."))
     allowance = room - bare

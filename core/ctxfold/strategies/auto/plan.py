@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
@@ -163,11 +163,10 @@ def task_of(m: Message) -> str:
     return value if isinstance(value, str) else ""
 
 
-def opening(p: Plan, room: float) -> list[tuple[int, int]]:
-    """The (piece, segment) places of what a message opens with, up to ``room``
-    tokens (by the plan's estimate; filler left out): a long task's title and first
-    lines, shown before all else."""
-    out: list[tuple[int, int]] = []
+def opening(p: Plan, room: float) -> Iterator[tuple[int, int]]:
+    """The (piece, segment) places of what a message opens with, in order, up to
+    ``room`` tokens (by the plan's estimate; filler left out): a long task's title and
+    first lines, shown before all else."""
     used = 0.0
     for pi, (segs, scores) in enumerate(zip(p.segments, p.scores, strict=True)):
         for si, (seg, score) in enumerate(zip(segs, scores, strict=True)):
@@ -175,9 +174,8 @@ def opening(p: Plan, room: float) -> list[tuple[int, int]]:
                 continue
             used += len(seg) / p.cpt
             if used > room:
-                return out
-            out.append((pi, si))
-    return out
+                return
+            yield pi, si
 
 
 def _said_in(segments: Sequence[str], text: str) -> list[int]:
