@@ -30,7 +30,10 @@ own, independent of ctxfold's (a measure must not share the biases of what it
 measures): the tokens of argument values that look like identifiers (paths, file and
 dotted names, snake or camel names, names with a digit, ids, numbers of 3+ digits,
 dates, ``--flags``, uppercase codes given as a whole value, quoted search patterns),
-less common English words and the conversation's tool names.
+less common English words and the conversation's tool names. Both measures are also
+given by kind (:func:`kind_of`): *names* (paths, dotted and snake names, flags, codes),
+*numbers* (a line, a line range, a version) and *text* (a quoted phrase: a message a
+script prints, a phrase searched for), which weigh unlike for the agent's next step.
 
 Conversations are split as ``benchmarks/replay.py`` splits them: ``tune`` (the first
 half of each set), ``other`` (the second half), and ``all``. SWE-agent's runs mostly
@@ -45,8 +48,10 @@ import re
 import statistics
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -158,6 +163,28 @@ def identifiers(arguments: str, skip: frozenset[str] = frozenset()) -> set[str]:
     return found
 
 
+class Kind(Enum):
+    """What an identifier is, reported apart: a name an agent looks up or acts on, a
+    number (a line, a line range, a count), or quoted text (a printed message, a
+    phrase searched for)."""
+
+    NAME = "name"
+    NUMBER = "number"
+    TEXT = "text"
+
+
+_NUMBERISH = re.compile(r"[0-9][0-9.,:/\-]*[a-z]?")  # 870, 845,865p, 1.14, 2024-01-02
+
+
+def kind_of(identifier: str) -> Kind:
+    """The :class:`Kind` of one identifier :func:`identifiers` found."""
+    if any(c.isspace() for c in identifier):
+        return Kind.TEXT
+    if _NUMBERISH.fullmatch(identifier):
+        return Kind.NUMBER
+    return Kind.NAME
+
+
 def tool_names(msgs: list[Message]) -> frozenset[str]:
     return frozenset(c.name for m in msgs for c in m.tool_calls)
 
@@ -196,6 +223,7 @@ class Support:
     calls: int = 0  # calls with at least one identifier scored
     times: list[float] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    kinds: Counter[tuple[Kind, bool]] = field(default_factory=Counter)  # (kind, found)
 
     @property
     def share(self) -> float | None:
@@ -217,19 +245,30 @@ def support(msgs: list[Message], make: Callable[[int], Replay], budget: int) -> 
         last = call.index
         if call.shown:
             text = text_of(out)
-            run.found += sum(i in text for i in call.shown)
+            kept = [i in text for i in call.shown]
+            run.kinds.update(zip(map(kind_of, call.shown), kept, strict=True))
+            run.found += sum(kept)
             run.scored += len(call.shown)
             run.calls += 1
     return run
 
 
-def tool_inputs(msgs: list[Message], share: float, method: str) -> tuple[int, int]:
-    """(found, total): every identifier of the conversation's tool-call arguments, in
-    one render of the whole conversation at ``share``."""
+def by_kind(kinds: Counter[tuple[Kind, bool]]) -> dict[str, dict[str, Any]]:
+    """For each :class:`Kind`, the share kept and how many were scored."""
+    out = {}
+    for kind in Kind:
+        total = kinds[kind, True] + kinds[kind, False]
+        out[kind.value] = {"kept": kinds[kind, True] / total if total else None, "n": total}
+    return out
+
+
+def tool_inputs(msgs: list[Message], share: float, method: str) -> Counter[tuple[Kind, bool]]:
+    """Every identifier of the conversation's tool-call arguments, counted by
+    (:class:`Kind`, found in one render of the whole conversation at ``share``)."""
     skip = tool_names(msgs)
     ids = set().union(*(identifiers(c.arguments, skip) for m in msgs for c in m.tool_calls))
     if not ids:
-        return 0, 0
+        return Counter()
     budget = budget_for(msgs, share)
     if method == "compress":
         counter = TiktokenCounter("o200k_base")
@@ -242,7 +281,7 @@ def tool_inputs(msgs: list[Message], share: float, method: str) -> tuple[int, in
 
         out = from_langchain(trim(to_langchain(msgs), budget))
     text = text_of(out)
-    return sum(i in text for i in ids), len(ids)
+    return Counter((kind_of(i), i in text) for i in ids)
 
 
 def summarize(runs: list[Support]) -> dict[str, Any]:
@@ -250,6 +289,7 @@ def summarize(runs: list[Support]) -> dict[str, Any]:
     scored = sum(r.scored for r in runs)
     shares = [s for r in runs if (s := r.share) is not None]
     times = [t for r in runs for t in r.times]
+    kinds = sum((r.kinds for r in runs), Counter[tuple[Kind, bool]]())
     return {
         "conversations": len(runs),
         "support": sum(r.found for r in runs) / scored if scored else None,
@@ -258,12 +298,18 @@ def summarize(runs: list[Support]) -> dict[str, Any]:
         "identifiers": scored,
         "renders": len(times),
         "median_ms": statistics.median(times) if times else None,
+        "by_kind": by_kind(kinds),
         "errors": [e for r in runs for e in r.errors][:5],
     }
 
 
 def _f(x: float | None, fmt: str = ".3f") -> str:
     return "-" if x is None else format(x, fmt)
+
+
+def _kinds(by: dict[str, dict[str, Any]]) -> str:
+    """The shares kept by kind, as ``0.97 (120) / 0.80 (40) / 0.51 (30)``."""
+    return " / ".join(f"{_f(v['kept'])} ({v['n']})" for v in by.values())
 
 
 def _halves(n: int) -> dict[str, slice]:
@@ -292,15 +338,26 @@ def run_support(
 
 def run_tool_inputs(
     convs: list[list[Message]], methods: list[str]
-) -> Iterator[tuple[float, str, str, float | None, int]]:
-    """(share, half, method, found share, identifiers) for each share and method."""
+) -> Iterator[tuple[float, str, str, dict[str, Any]]]:
+    """(share, half, method, summary) for each share and method: the share of
+    identifiers found, how many, and both by :class:`Kind`."""
     for share in SHARES:
         for method in methods:
             got = [tool_inputs(msgs, share, method) for msgs in convs]
             for half, pick in _halves(len(convs)).items():
-                total = sum(t for _, t in got[pick])
-                found = sum(f for f, _ in got[pick])
-                yield share, half, method, (found / total if total else None), total
+                kinds = sum(got[pick], Counter[tuple[Kind, bool]]())
+                total = kinds.total()
+                found = sum(n for (_, kept), n in kinds.items() if kept)
+                yield (
+                    share,
+                    half,
+                    method,
+                    {
+                        "found": found / total if total else None,
+                        "identifiers": total,
+                        "by_kind": by_kind(kinds),
+                    },
+                )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -317,29 +374,33 @@ def main(argv: list[str] | None = None) -> int:
     report: dict[str, Any] = {"support": {}, "tool_inputs": {}}
     loaded = {name: load(data, name, args.limit) for name in args.datasets}
     print("Next-action support\n")
-    print("| data set | budget | half | method | support | mean per conv | calls | median ms |")
-    print("|---|---|---|---|---|---|---|---|")
+    print(
+        "| data set | budget | half | method | support | mean per conv | calls | median ms "
+        "| names / numbers / text |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
     for name, convs in loaded.items():
         for budget, half, method, s in run_support(convs, args.budgets, args.methods):
             report["support"][f"{name}/{budget}/{half}/{method}"] = s
             print(
                 f"| {name} | {budget} | {half} | {method} | {_f(s['support'])} | "
-                f"{_f(s['mean_support'])} | {s['calls']} | {_f(s['median_ms'], '.2f')} |",
+                f"{_f(s['mean_support'])} | {s['calls']} | {_f(s['median_ms'], '.2f')} | "
+                f"{_kinds(s['by_kind'])} |",
                 flush=True,
             )
             for e in s["errors"] if half == "all" else ():
                 print(f"  {method}: {e}", file=sys.stderr)
     print("\nIdentifiers from tool inputs (whole conversation, one render)\n")
-    print("| data set | budget | half | method | found | identifiers |")
-    print("|---|---|---|---|---|---|")
+    print("| data set | budget | half | method | found | identifiers | names / numbers / text |")
+    print("|---|---|---|---|---|---|---|")
     methods = [m for m in ("compress", "trim_messages") if m in args.methods]
     for name, convs in loaded.items():
-        for share, half, method, found, total in run_tool_inputs(convs, methods):
-            report["tool_inputs"][f"{name}/{share:.0%}/{half}/{method}"] = {
-                "found": found,
-                "identifiers": total,
-            }
-            print(f"| {name} | {share:.0%} | {half} | {method} | {_f(found)} | {total} |")
+        for share, half, method, t in run_tool_inputs(convs, methods):
+            report["tool_inputs"][f"{name}/{share:.0%}/{half}/{method}"] = t
+            print(
+                f"| {name} | {share:.0%} | {half} | {method} | {_f(t['found'])} | "
+                f"{t['identifiers']} | {_kinds(t['by_kind'])} |"
+            )
     if args.json:
         args.json.write_text(json.dumps(report, indent=2), encoding="utf-8")
     return 0

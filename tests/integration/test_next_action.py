@@ -98,6 +98,30 @@ def test_the_extractor_finds_paths_names_flags_ids_and_patterns() -> None:
     assert next_action.identifiers(json.dumps(plain), frozenset({"bash"})) == set()
 
 
+def test_identifiers_are_reported_by_kind() -> None:
+    kinds = {
+        i: next_action.kind_of(i).value
+        for i in ("src/pkg/schema.py", "--include", "JFK", "870", "845,865p", "1.14", "Test 1: ok")
+    }
+    assert kinds == {
+        "src/pkg/schema.py": "name",
+        "--include": "name",
+        "JFK": "name",
+        "870": "number",
+        "845,865p": "number",  # a line range, as sed takes it
+        "1.14": "number",
+        "Test 1: ok": "text",
+    }
+    # the newest message alone shows the path at the read, not at the edit: the path
+    # (a name) is kept once of twice, and no other kind is scored
+    newest = next_action.summarize([next_action.support(_conversation(), Newest, 100)])
+    assert newest["by_kind"] == {
+        "name": {"kept": 0.5, "n": 2},
+        "number": {"kept": None, "n": 0},
+        "text": {"kept": None, "n": 0},
+    }
+
+
 def test_it_skips_without_the_shared_data(tmp_path, monkeypatch, capsys) -> None:
     monkeypatch.setenv("CTXFOLD_DATA_DIR", str(tmp_path / "absent"))
     assert next_action.main([]) == 0
@@ -118,6 +142,11 @@ def test_the_default_session_supports_the_next_action_on_a_sample(tmp_path: Path
     assert agent["compress"]["support"] >= agent["trim_messages"]["support"]
     tools = report["tool_inputs"]
     assert tools["tau_airline/10%/all/compress"]["identifiers"] > 0
+    kinds = tools["mini_swe_agent/10%/all/compress"]["by_kind"]
+    assert (
+        sum(k["n"] for k in kinds.values())
+        == tools["mini_swe_agent/10%/all/compress"]["identifiers"]
+    )
     assert (
         tools["mini_swe_agent/10%/all/compress"]["found"]
         >= (tools["mini_swe_agent/10%/all/trim_messages"]["found"])
