@@ -16,7 +16,7 @@ import json
 import logging
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from types import MappingProxyType
 from typing import Any, TypeVar, overload
@@ -33,14 +33,13 @@ from ..exceptions import (
 from ..formats import CTXFOLD, PLAIN, read_messages
 from ..messages import Message
 from ..models.embedders import get_embedder
-from ..pipeline import Call, compact_into, opened, recall_room, recalled
+from ..pipeline import Request, run
 from ..recall import (
     Query,
     check_query,
-    resolve_query,
     search,
 )
-from ..result import CompressionResult, Decision, from_user
+from ..result import CompressionResult, from_user
 from ..reversible.expand import Expansion, expand
 from ..reversible.rounds import RoundSettings
 from ..reversible.tool import ExpandTool, Search
@@ -52,6 +51,7 @@ from .log import SessionLog
 from .resume import Outcome, Resumed, adopted, resume_record, verifying_keys
 from .retention import delete_session, drop_cleared
 from .settings import Fill, check_strategy, check_water
+from .source import SessionSource
 from .state import SessionState
 
 __all__ = ["Session"]
@@ -310,35 +310,18 @@ class Session(SessionState):
         low-water mark put it. In a session that is not cache-stable, where every
         render is fitted anew, the view compacts into the budget less the room the
         passages want."""
-        b = self._budget(budget)
-        check_query(query)
+        request = Request(
+            self.strategy,
+            self._budget(budget),
+            self.counter,
+            check_query(query),
+            reversible=True,
+            rounds=self._rounds,
+            recall_share=self.recall_share,
+            recall_embedder=self.recall_embedder,
+        )
         with self._lock, owning(self._memo):
-            before, n = self._overhead + self._cum[-1], len(self._history)
-            name = self.strategy.name
-            with opened(name, self.counter, budget=b, messages=n, tokens=before) as call:
-                share = self._agentic_share() if self.recall_share is None else self.recall_share
-                if share:  # index what is new on every turn, not all at the first fold
-                    self._recall_index()
-                asked = resolve_query(self._history, query) if share else None
-                over = self._view_tokens() > int(self.high_water * b)
-                fill = self._fill(b, over)
-                folded = over or self._fold is not None  # there is something to recall
-                want = self._wanted(asked, share, b, fill) if asked and folded else 0
-                compacting = over or self._view_tokens() > int(self.high_water * (b - want))
-                compacting = compacting and self._compacts(b, want)
-                if compacting:
-                    self._memo.turn()
-                if compacting and self._fold is None:
-                    # The first compaction reads the whole history and analyses it
-                    # once: nothing to work ahead on, the rest waits for the next render.
-                    compact_into(self._compacter(b - want, fill), b, want, fits=not over)
-                    return self._result(call, asked, share)
-                # A compaction shows the newest message (never folds it): the work
-                # ahead on it waits for the next render, off the compacting turn.
-                self._prepare(n - 1 if compacting else n)
-                if compacting:
-                    compact_into(self._compacter(b - want, fill), b, want, fits=not over)
-                return self._result(call, asked, share)
+            return run(request, SessionSource(self))
 
     async def aadd(self, messages: Iterable[MessageLike] | MessageLike) -> None:
         """:meth:`add` in a worker thread (the store may do I/O)."""
@@ -510,11 +493,6 @@ class Session(SessionState):
             return self._view_tokens() > budget
         return room > budget - want
 
-    def _compacter(self, asked: int, fill: Fill) -> Callable[[int], None]:
-        """:meth:`_compact` for :func:`ctxfold.pipeline.compact_into`, each compaction
-        it stores marked with the room the render ``asked`` for."""
-        return lambda room: self._compact(room, asked, fill)
-
     def _compact(self, budget: int, asked: int, fill: Fill) -> None:
         """Compact as ``fill`` says: to the low-water mark, or to the whole ``budget``
         (also when what must be kept does not fit lower)."""
@@ -557,36 +535,4 @@ class Session(SessionState):
             "even compacted: raise the budget or shorten the system prompt",
             required=max(required, budget + 1),
             budget=budget,
-        )
-
-    def _result(self, call: Call, query: str | None, share: float) -> CompressionResult:
-        """The view (the compaction's prefix, then the history since), with what
-        ``query`` recalls in the room the view leaves (at most ``share`` of it)."""
-        fold, budget, view = self._fold, call.budget, self._view_tokens()
-        out: list[Message] = [*(fold.prefix if fold else ()), *self._history[self._upto() :]]
-        after: int | None = view  # counted as a whole when a block joins it
-        trace: Sequence[Decision] = self._trace
-        if query:
-            found = recalled(
-                out,
-                trace,
-                self._history,
-                self._recall_index(),
-                query,
-                until=min(self._upto(), len(self._history) - 1),
-                room=recall_room(budget, view, share),
-                counter=self.counter,
-                store=self._log.store,
-            )
-            if found is not None:
-                (out, trace), after = found, None
-        self._pack()
-        return call.finished(
-            out,
-            trace,
-            tokens_after=after,
-            savings=fold.savings if fold else None,
-            round_id=fold.round_id if fold else None,
-            given=self._given,
-            store=self._log.store,
         )

@@ -22,30 +22,18 @@ from ..exceptions import BudgetError, ConfigurationError, ExpandError
 from ..formats import read_messages
 from ..messages import ROLES, Message
 from ..models.embedders import Embedder, get_embedder
-from ..pipeline import compact_into, opened, recall_room, recalled
-from ..recall import (
-    Query,
-    RecallIndex,
-    check_query,
-    default_share,
-    resolve_query,
-    wanted,
-)
+from ..pipeline import Given, Query, Request, check_query, run
 from ..result import (
     SYSTEM_ROLES,
     CompressionResult,
     Decision,
     earlier,
-    flagged,
     note_message,
 )
 from ..reversible.expand import expand
-from ..reversible.redaction import REDACTED, redact
-from ..reversible.rounds import RoundSettings, compact_reversibly
+from ..reversible.rounds import RoundSettings
 from ..storage.cache import Cache, get_cache
-from ..storage.store import VerbatimStore, get_store
 from ..tokens import get_counter
-from ..units import group_units
 from ..validity import turn_order_problems
 
 __all__ = [
@@ -422,39 +410,17 @@ class BaseCompressor(ABC):
         report); ``False`` turns recall off; any text is a query.
         """
         msgs, given = read_messages(messages)
-        budget = check_budget(budget)
-        check_query(query)
-        cnt = get_counter(counter)
-        masked: list[int] = []
-        if self.redact:  # the originals go to the store; expand puts them back
-            msgs, masked = redact(msgs, get_store(self.rounds.store))
-        grouping = group_units(msgs)
-        before = cnt.count_messages(msgs)
-        with opened(self.name, cnt, budget=budget, messages=len(msgs), tokens=before) as call:
-            round_id: str | None = None
-            if before <= budget:
-                done = Compaction(
-                    msgs,
-                    [
-                        Decision(i, "kept", "fits_budget", t, t, self.name)
-                        for i, t in enumerate(cnt.count_message(m) for m in msgs)
-                    ],
-                    {},
-                )
-            else:
-                conv = Conversation.of(msgs, budget=budget, counter=cnt, grouping=grouping)
-                rev = self.reversible if reversible is None else reversible
-                asked = resolve_query(msgs, query) if self.recall_share != 0 else None
-                done, round_id = self._compact_recalling(conv, rev, asked)
-            return call.finished(
-                done.messages,
-                flagged(done.trace, masked, REDACTED),
-                savings=done.savings,
-                round_id=round_id,
-                given=given,
-                warnings=grouping.warnings(),
-                store=get_store(self.rounds.store) if round_id or masked else None,
-            )
+        request = Request(
+            self,
+            check_budget(budget),
+            get_counter(counter),
+            check_query(query),
+            reversible=self.reversible if reversible is None else reversible,
+            rounds=self.rounds,
+            recall_share=self.recall_share,
+            recall_embedder=self.recall_embedder,
+        )
+        return run(request, Given.of(msgs, request, redact_secrets=self.redact, given=given))
 
     async def acompress(
         self,
@@ -476,36 +442,6 @@ class BaseCompressor(ABC):
             reversible=reversible,
             query=query,
         )
-
-    def _compact(self, conv: Conversation, reversible: bool) -> tuple[Compaction, str | None]:
-        if reversible:
-            return compact_reversibly(self, conv, self.rounds)
-        return Compaction(*self.compact(conv)), None
-
-    def _compact_recalling(
-        self, conv: Conversation, reversible: bool, query: str | None
-    ) -> tuple[Compaction, str | None]:
-        """Compact into the budget less the room what ``query`` recalls wants (at most
-        ``recall_share`` of it; see :func:`ctxfold.pipeline.compact_into`), then show
-        the recalled passages in the room left; without a query, into the budget."""
-        budget, counter = conv.budget, conv.counter
-        share = default_share(conv.messages) if self.recall_share is None else self.recall_share
-        if not query or not share:
-            return self._compact(conv, reversible)
-        index = RecallIndex(conv.messages, embedder=self.recall_embedder)
-        last = len(conv.messages) - 1  # what is answered is never its own source
-        want = wanted(index, query, until=last, cap=int(share * budget), counter=counter)
-
-        def attempt(room: int) -> tuple[Compaction, str | None]:
-            done = self._compact(conv.with_budget(room), reversible)
-            used = counter.count_messages(done[0].messages)
-            if room < budget and used > room:  # kept over its room (overflow="keep")
-                raise BudgetError(f"{used} tokens over {room}", required=used, budget=room)
-            return done
-
-        done, round_id = compact_into(attempt, budget, want)
-        store = get_store(self.rounds.store) if reversible else None
-        return with_recall(done, conv, index, query, store, share), round_id
 
     @abstractmethod
     def compact(self, conversation: Conversation) -> Compaction:
@@ -539,31 +475,3 @@ def compress_with(
             "those are built into the strategies that derive from ctxfold.BaseCompressor"
         )
     return compressor.compress(messages, budget=budget, counter=counter)
-
-
-def with_recall(
-    done: Compaction,
-    conv: Conversation,
-    index: RecallIndex,
-    query: str,
-    store: VerbatimStore | None,
-    share: float,
-) -> Compaction:
-    """``done`` with the passages of ``conv`` (indexed as ``index``) that ``query``
-    recalls, in the room left within the budget (at most ``share`` of it, see
-    :func:`ctxfold.pipeline.recall_room`); the trace flags what it quotes."""
-    msgs, budget = conv.messages, conv.budget
-    found = recalled(
-        done.messages,
-        done.trace,
-        msgs,
-        index,
-        query,
-        until=len(msgs) - 1,  # the newest message: shown, and what is answered
-        room=recall_room(budget, conv.counter.count_messages(done.messages), share),
-        counter=conv.counter,
-        store=store,
-    )
-    if found is None:
-        return done
-    return Compaction(found[0], found[1], done.savings)

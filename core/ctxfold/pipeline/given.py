@@ -1,0 +1,144 @@
+"""A history given whole, as ``compress`` has it: a :class:`~.source.Source` that
+counts and groups it once, indexes it for recall only when a query needs it, and
+compacts it into the room the driver gives (a history that fits is shown as given)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from ..contract import Compaction, Conversation
+from ..exceptions import BudgetError
+from ..formats import CTXFOLD, MessageFormat
+from ..messages import Message
+from ..recall import RecallIndex, default_share, wanted
+from ..result import Decision, flagged
+from ..reversible.redaction import REDACTED, redact
+from ..reversible.rounds import compact_reversibly
+from ..storage.store import get_store
+from ..units import group_units
+from .request import Request
+from .source import Plan, View
+
+__all__ = ["Given"]
+
+
+class Given:
+    """``messages`` given whole to one call of ``request`` (see the module);
+    ``masked``: the positions whose credentials were masked (see :meth:`of`)."""
+
+    def __init__(
+        self,
+        messages: list[Message],
+        request: Request,
+        *,
+        masked: Sequence[int] = (),
+        given: MessageFormat = CTXFOLD,
+    ) -> None:
+        self._messages = messages
+        self._request = request
+        self._masked = masked
+        self._given = given
+        self._grouping = group_units(messages)
+        self._tokens = request.counter.count_messages(messages)
+        self._index: RecallIndex | None = None
+        self._conversation: Conversation | None = None
+        self._done: Compaction | None = None
+        self._round_id: str | None = None
+
+    @classmethod
+    def of(
+        cls,
+        messages: list[Message],
+        request: Request,
+        *,
+        redact_secrets: bool,
+        given: MessageFormat,
+    ) -> Given:
+        """The source for ``messages``, their credentials masked first when
+        ``redact_secrets`` (the originals go to the request's store; ``expand`` puts
+        them back)."""
+        masked: list[int] = []
+        if redact_secrets:
+            messages, masked = redact(messages, get_store(request.rounds.store))
+        return cls(messages, request, masked=masked, given=given)
+
+    @property
+    def history(self) -> Sequence[Message]:
+        return self._messages
+
+    def size(self) -> tuple[int, int]:
+        return len(self._messages), self._tokens
+
+    def recall_share(self, share: float | None) -> float:
+        return default_share(self._messages) if share is None else share
+
+    def index(self) -> RecallIndex:
+        if self._index is None:
+            self._index = RecallIndex(self._messages, embedder=self._request.recall_embedder)
+        return self._index
+
+    def plan(self, budget: int, query: str | None, share: float) -> Plan:
+        """A history that fits is shown as it is; one that does not compacts into the
+        budget less the room what ``query`` recalls wants (at most ``share`` of it)."""
+        if self._tokens <= budget:
+            return Plan()
+        if not query or not share:
+            return Plan(compacts=True)
+        last = len(self._messages) - 1  # what is answered is never its own source
+        cap, counter = int(share * budget), self._request.counter
+        return Plan(
+            compacts=True, want=wanted(self.index(), query, until=last, cap=cap, counter=counter)
+        )
+
+    def compact(self, room: int, plan: Plan) -> None:
+        """The strategy's compaction into ``room`` (reversible as the request says);
+        kept over a room short of the budget (``overflow="best_effort"``) is a
+        :class:`BudgetError`, so the driver tries a larger room."""
+        request = self._request
+        if self._conversation is None:  # counted once, for every room tried
+            self._conversation = Conversation.of(
+                self._messages,
+                budget=request.budget,
+                counter=request.counter,
+                grouping=self._grouping,
+            )
+        conv = self._conversation.with_budget(room)
+        if request.reversible:
+            done, self._round_id = compact_reversibly(request.strategy, conv, request.rounds)
+        else:
+            done, self._round_id = Compaction(*request.strategy.compact(conv)), None
+        if room < request.budget:
+            used = request.counter.count_messages(done.messages)
+            if used > room:
+                raise BudgetError(f"{used} tokens over {room}", required=used, budget=room)
+        self._done = done
+
+    def view(self) -> View:
+        request, done = self._request, self._done
+        store = get_store(request.rounds.store)
+        if done is None:  # it fits: every message as given
+            count = request.counter.count_message
+            trace = [
+                Decision(i, "kept", "fits_budget", t, t, request.strategy.name)
+                for i, t in enumerate(count(m) for m in self._messages)
+            ]
+            warnings, masked = self._grouping.warnings(), store if self._masked else None
+            return View(self._messages, trace, given=self._given, warnings=warnings, store=masked)
+        return View(
+            done.messages,
+            done.trace,
+            savings=done.savings,
+            round_id=self._round_id,
+            recall_until=len(self._messages) - 1,  # the newest: shown, and what is answered
+            recall_store=store if request.reversible else None,
+            given=self._given,
+            warnings=self._grouping.warnings(),
+            store=store if self._round_id or self._masked else None,
+        )
+
+    def closed(self, view: View) -> View:
+        """``view`` with the masked messages flagged ``redacted`` in its trace."""
+        if not self._masked:
+            return view
+        return replace(view, trace=flagged(view.trace, self._masked, REDACTED))
