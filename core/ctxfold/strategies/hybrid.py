@@ -10,6 +10,8 @@ from ..contract import Compaction, Compressor, Conversation, Strategy
 from ..exceptions import BudgetError, ConfigurationError
 from ..messages import Message
 from ..result import NOTE_KEY, Decision
+from ..tokens import TokenCounter
+from ..units import group_units
 from .auto import AutoCompressor
 from .base import BaseCompressor, ReversibleOptions
 from .registry import normalize
@@ -76,39 +78,49 @@ class HybridCompressor(BaseCompressor):
                 break
             last = k == len(self.steps) - 1
             try:
-                if isinstance(step, BaseCompressor):  # the chain is made reversible once
-                    result = step.compress(  # and recalls once, for the whole chain
-                        current, budget=budget, counter=counter, reversible=False, query=False
-                    )
-                else:
-                    result = step.compress(current, budget=budget, counter=counter)
+                done = _step(step, current, budget, counter)
             except BudgetError:
                 if last:
                     raise
                 continue
             label = f"{k}:{step.name}"
             before = counter.count_messages(current)
-            savings[f"step:{label}"] = before - result.stats.tokens_after
-            for key, value in result.stats.savings.items():
+            savings[f"step:{label}"] = before - counter.count_messages(done.messages)
+            for key, value in done.savings.items():
                 savings[key] = savings.get(key, 0) + value
             ids = {id(m) for m in current}
-            kept = iter(d for d in result.trace if d.action in ("kept", "compressed", "reverted"))
+            kept = iter(d for d in done.trace if d.action in ("kept", "compressed", "reverted"))
             new_origin: list[int | None] = []
-            for m in result.messages:
+            for m in done.messages:
                 if m.metadata.get(NOTE_KEY) is not None and id(m) not in ids:
                     new_origin.append(None)  # a note or summary this step wrote
                     continue
                 d = next(kept, None)
                 new_origin.append(None if d is None else origin[d.index])
-            for d in result.trace:
+            for d in done.trace:
                 src = origin[d.index]
                 if src is not None:
                     final[src] = replace(
                         d, index=src, tokens_before=tokens[src], step=f"{self.name}/{label}"
                     )
-            origin, current = new_origin, list(result.messages)
+            origin, current = new_origin, list(done.messages)
         trace = [
             d if d is not None else Decision(i, "kept", "fits_budget", t, t, self.name)
             for i, (d, t) in enumerate(zip(final, tokens, strict=True))
         ]
         return Compaction(current, trace, savings)
+
+
+def _step(
+    step: Compressor, current: list[Message], budget: int, counter: TokenCounter
+) -> Compaction:
+    """One step of the chain on ``current``, which is over ``budget``: a strategy's
+    own compaction (the chain is one call: its hooks fire once, it is made reversible
+    once and recalls once, for the whole chain); another compressor's ``compress``."""
+    if isinstance(step, BaseCompressor):
+        conv = Conversation.of(
+            current, budget=budget, counter=counter, grouping=group_units(current)
+        )
+        return Compaction(*step.compact(conv))
+    result = step.compress(current, budget=budget, counter=counter)
+    return Compaction(list(result.messages), list(result.trace), result.stats.savings)
