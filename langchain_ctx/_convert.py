@@ -24,6 +24,7 @@ from ctxfold import ContentPart, InvalidMessageError, Message, ToolCall
 from ctxfold.formats import Format
 from ctxfold.messages import as_messages
 from ctxfold.session import frozen
+from ctxfold.validity import SYSTEM_ROLES
 from ctxfold.wire import Shape, shape_of_list
 from ctxfold.wire.anthropic import read_runs
 
@@ -218,7 +219,7 @@ def to_langchain(messages: Iterable[Message | Mapping[str, Any]]) -> list[BaseMe
         }
         if "role" in kept:
             out.append(ChatMessage(role=kept["role"], **common))
-        elif m.role in ("system", "developer"):
+        elif m.role in SYSTEM_ROLES:
             out.append(SystemMessage(**common))
         elif m.role == "user":
             out.append(HumanMessage(**common))

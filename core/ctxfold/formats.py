@@ -19,6 +19,7 @@ from typing import Any, Protocol, runtime_checkable
 from ._registry import Registry
 from .exceptions import ConfigurationError, InvalidMessageError
 from .messages import Message, as_messages, to_openai
+from .validity import SYSTEM_ROLES
 from .wire.anthropic import from_anthropic, read_runs, to_anthropic
 from .wire.shapes import Shape, shape_of_list
 
@@ -242,7 +243,7 @@ def read_messages(messages: Any) -> tuple[list[Message], MessageFormat]:
     shape = shape_of_list(messages) if fmt in (CTXFOLD, OPENAI) else None
     if shape is Shape.ANTHROPIC:
         msgs = _read_anthropic(messages)
-        system = any(m.role in ("system", "developer") for m in msgs[:1])
+        system = any(m.role in SYSTEM_ROLES for m in msgs[:1])
         return msgs, ANTHROPIC_WITH_SYSTEM if system else ANTHROPIC
     if shape is Shape.EITHER and all(isinstance(m, Mapping) for m in messages):
         return as_messages(messages), PLAIN

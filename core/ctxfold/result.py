@@ -12,6 +12,7 @@ from typing import Any, Literal, overload
 
 from .formats import CTXFOLD, MessageFormat
 from .messages import Message, to_openai
+from .validity import SYSTEM_ROLES, system_block_end
 from .wire.anthropic import to_anthropic
 
 __all__ = [
@@ -22,13 +23,11 @@ __all__ = [
     "RECALL_END",
     "RECALL_HEAD",
     "RECALL_KEY",
-    "SYSTEM_ROLES",
     "Action",
     "CompressionResult",
     "CompressionStats",
     "Decision",
     "Trace",
-    "after_system_block",
     "flagged",
     "from_user",
     "insert_note",
@@ -109,21 +108,6 @@ def without_recall(messages: Sequence[Message]) -> list[Message]:
     return out
 
 
-#: Roles that belong in the leading instruction block strict chat APIs want.
-SYSTEM_ROLES = ("system", "developer")
-
-
-def after_system_block(messages: Sequence[Message]) -> int:
-    """Where a note goes: right after the leading run of system (and developer)
-    messages. Strict chat APIs (Anthropic through LangChain, Gemini, many open-model
-    templates) accept instructions only as one leading block, so a note placed after a
-    user message would make the history unsendable."""
-    k = 0
-    while k < len(messages) and messages[k].role in SYSTEM_ROLES:
-        k += 1
-    return k
-
-
 def note_role(messages: Sequence[Message], at: int, preferred: str = "system") -> str:
     """The role of a note inserted at ``at`` (after the leading system block): a system
     note joins that block when a user message follows it; when an assistant message, a
@@ -147,7 +131,7 @@ def insert_note(messages: list[Message], note: Message, hole: int | None = None)
             role = _TURN_ROLES[before]
             messages.insert(hole, replace(note, role=role))
             return hole
-    at = after_system_block(messages)
+    at = system_block_end(messages)
     role = note_role(messages, at, note.role)
     messages.insert(at, note if role == note.role else replace(note, role=role))
     return at

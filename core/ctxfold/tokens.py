@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from ._state import LRU, on_clear
 from .exceptions import ConfigurationError, MissingDependencyError
 from .messages import Message
+from .validity import SYSTEM_ROLES
 from .wire.costs import part_tokens
 
 if TYPE_CHECKING:
@@ -435,7 +436,7 @@ def share_budget(messages: Sequence[Message], share: float, counter: TokenCounte
     if not 0 <= share <= 1:
         raise ConfigurationError(f"share must be between 0 and 1, got {share!r}")
     fixed = counter.count_messages([]) + sum(
-        counter.count_message(m) for m in messages if m.role in ("system", "developer")
+        counter.count_message(m) for m in messages if m.role in SYSTEM_ROLES
     )
     return int(fixed + share * (counter.count_messages(messages) - fixed))
 

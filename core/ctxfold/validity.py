@@ -13,28 +13,63 @@ from .exceptions import InvalidMessageError
 if TYPE_CHECKING:
     from .messages import Message
 
-__all__ = ["check_tool_structure", "tool_pairing_problems", "turn_order_problems"]
+__all__ = [
+    "SYSTEM_ROLES",
+    "check_tool_structure",
+    "clashes",
+    "system_block_end",
+    "tool_pairing_problems",
+    "turn_order_problems",
+]
+
+
+#: Roles that belong in the leading instruction block strict chat APIs want.
+SYSTEM_ROLES = ("system", "developer")
+
+
+def system_block_end(messages: Sequence[Message]) -> int:
+    """Where the leading run of system (and developer) messages ends: where a note
+    goes, since strict chat APIs (Anthropic, Gemini, many open-model templates) accept
+    instructions only as one leading block."""
+    k = 0
+    while k < len(messages) and messages[k].role in SYSTEM_ROLES:
+        k += 1
+    return k
+
+
+def clashes(before: str | None, after: str) -> bool:
+    """The turn-order rule of strict chat APIs, for two neighbours: whether a message
+    of role ``after`` may not follow one of role ``before`` (``None``: the request's
+    start). At the start and after the system block, only more of that block or the
+    user; once the conversation began, no system message, and never two user (or two
+    assistant) turns side by side."""
+    if before is None or before in SYSTEM_ROLES:
+        return after not in SYSTEM_ROLES and after != "user"
+    if after in SYSTEM_ROLES:
+        return True
+    return before == after and before in ("user", "assistant")
 
 
 def turn_order_problems(messages: Sequence[Message]) -> list[str]:
     """What strict chat APIs (Anthropic, Gemini, most open-model chat templates) refuse
-    in the order of ``messages``, in words (empty when nothing): a system message after
-    the leading system block, no message after that block, a first message that is not
-    the user's, or two user (or two assistant) messages side by side."""
-    problems: list[str] = []
-    k = 0
-    while k < len(messages) and messages[k].role in ("system", "developer"):
-        k += 1
-    if k == len(messages):
+    in the order of ``messages`` (:func:`clashes`), in words (empty when nothing): a
+    system message after the leading system block, no message after that block, a first
+    message that is not the user's, or two user (or two assistant) messages side by
+    side."""
+    if system_block_end(messages) == len(messages):
         return ["no message after the system block (a request needs one from the user)"]
-    if messages[k].role != "user":
-        problems.append(f"message {k} opens the conversation as {messages[k].role!r}, not 'user'")
-    for j in range(k, len(messages)):
-        role = messages[j].role
-        if role in ("system", "developer"):
-            problems.append(f"message {j} is a {role} message after the conversation began")
-        elif j > k and role in ("user", "assistant") and messages[j - 1].role == role:
-            problems.append(f"messages {j - 1} and {j} are both {role!r}: turns must alternate")
+    problems: list[str] = []
+    before: str | None = None
+    for j, m in enumerate(messages):
+        role = m.role
+        if clashes(before, role):
+            if role in SYSTEM_ROLES:
+                problems.append(f"message {j} is a {role} message after the conversation began")
+            elif before is None or before in SYSTEM_ROLES:
+                problems.append(f"message {j} opens the conversation as {role!r}, not 'user'")
+            else:
+                problems.append(f"messages {j - 1} and {j} are both {role!r}: turns must alternate")
+        before = role
     return problems
 
 

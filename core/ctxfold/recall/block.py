@@ -11,6 +11,7 @@ from dataclasses import replace
 
 from ..messages import ContentPart, Message
 from ..result import RECALL_END, RECALL_HEAD, RECALL_KEY
+from ..validity import SYSTEM_ROLES
 from .index import RecallIndex
 from .select import Pick
 
@@ -101,7 +102,7 @@ def _fits_alone(messages: Sequence[Message], at: int) -> bool:
     if not 0 < at < len(messages) or messages[at].role != "assistant":
         return False
     before = messages[at - 1]
-    return before.role in ("system", "developer", "tool") or (
+    return before.role in (*SYSTEM_ROLES, "tool") or (
         before.role == "assistant" and not before.tool_calls
     )
 

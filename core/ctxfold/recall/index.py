@@ -19,11 +19,11 @@ from .._column import Column
 from .._state import LRU, memo
 from ..messages import Message, speaker_tag
 from ..models.embedders import Embedder, embed
-from ..result import SYSTEM_ROLES
 from ..text.adapters import Piece
 from ..text.primitives import split_lines, split_sentences
 from ..text.scoring import elide, features, says_little
 from ..tokens import TokenCounter
+from ..validity import SYSTEM_ROLES
 from .periods import Period, day_of
 from .stamps import metadata_stamp, split_stamp
 from .terms import terms

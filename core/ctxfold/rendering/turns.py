@@ -19,6 +19,7 @@ from typing import Any
 
 from ..exceptions import InvalidTurnError
 from ..messages import Message, as_messages
+from ..validity import SYSTEM_ROLES
 
 __all__ = ["ToolUse", "Turn", "as_turns", "turns_from_messages"]
 
@@ -187,7 +188,7 @@ def turns_from_messages(
     msgs = as_messages(messages)
     i = 0
     system: list[str] = []
-    while i < len(msgs) and msgs[i].role in ("system", "developer"):
+    while i < len(msgs) and msgs[i].role in SYSTEM_ROLES:
         system.append(msgs[i].text)
         i += 1
     mission: list[str] = []

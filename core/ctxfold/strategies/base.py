@@ -24,7 +24,6 @@ from ..messages import ROLES, Message
 from ..models.embedders import Embedder, get_embedder
 from ..pipeline import Given, Query, Request, check_query, run
 from ..result import (
-    SYSTEM_ROLES,
     CompressionResult,
     Decision,
     earlier,
@@ -34,7 +33,7 @@ from ..reversible.expand import expand
 from ..reversible.rounds import RoundSettings
 from ..storage.cache import Cache, get_cache
 from ..tokens import get_counter
-from ..validity import turn_order_problems
+from ..validity import SYSTEM_ROLES, clashes, turn_order_problems
 
 __all__ = [
     "BaseCompressor",
@@ -46,7 +45,6 @@ __all__ = [
     "check_count",
     "check_roles",
     "check_share",
-    "clashes",
     "compress_with",
     "keep_only",
     "overflow",
@@ -54,7 +52,7 @@ __all__ = [
 
 logger = logging.getLogger("ctxfold")
 
-PIN_ROLES = ("system", "developer")
+PIN_ROLES = SYSTEM_ROLES
 
 
 class ReversibleOptions(TypedDict, total=False):
@@ -249,7 +247,7 @@ def _bridged(
     back: set[int] = set()
     last_at = -1  # the input index of the newest input message so far
     for m in out:
-        before = result[-1].role if result else "system"
+        before = result[-1].role if result else None
         at = where.get(id(m))
         if clashes(before, m.role):
             gap = (at - last_at - 1) if at is not None else 0
@@ -275,15 +273,6 @@ def _bridged(
         if at is not None:
             last_at = at
     return result, back
-
-
-def clashes(before: str, after: str) -> bool:
-    """Whether a message of role ``after`` may not follow one of role ``before`` in a
-    strict request: a turn of the same role, or anything but the user's right after
-    the system block."""
-    if before in SYSTEM_ROLES:
-        return after not in SYSTEM_ROLES and after != "user"
-    return before == after and before in ("user", "assistant")
 
 
 # ---------------------------------------------------------------------- the base

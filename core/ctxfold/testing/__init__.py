@@ -32,10 +32,10 @@ from ..messages import (
     from_openai,
     to_openai,
 )
-from ..result import SYSTEM_ROLES, CompressionResult, is_note, without_recall
+from ..result import CompressionResult, is_note, without_recall
 from ..tokens import get_counter
 from ..units import group_units
-from ..validity import turn_order_problems
+from ..validity import SYSTEM_ROLES, turn_order_problems
 from ..wire import to_anthropic
 
 __all__ = [
@@ -133,7 +133,7 @@ def _converts_to_anthropic(messages: Sequence[Message]) -> bool:
 
 def _system_block_leads(messages: Sequence[Message]) -> bool:
     """Whether every system (or developer) message comes before every other message."""
-    roles = [m.role in ("system", "developer") for m in messages]
+    roles = [m.role in SYSTEM_ROLES for m in messages]
     return roles == sorted(roles, reverse=True)
 
 
@@ -203,7 +203,7 @@ def check_invariants(
     if _converts_to_anthropic(original) and not _converts_to_anthropic(out):
         _fail("tool-call integrity", "the output no longer converts to Anthropic messages")
     # 4. System messages kept; order preserved; one trace entry per input message.
-    systems = [m for m in original if m.role in ("system", "developer")]
+    systems = [m for m in original if m.role in SYSTEM_ROLES]
     if not _is_subsequence(systems, out):
         _fail("pinned", "a system message was dropped, changed or moved")
     if _system_block_leads(original) and not _system_block_leads(out):

@@ -23,14 +23,13 @@ from ..messages import (
     content_to_wire,
     dumps,
 )
+from ..validity import SYSTEM_ROLES
 
 __all__ = ["TURN", "from_anthropic", "read_runs", "to_anthropic"]
 
 #: The ``metadata`` key a message read from an Anthropic turn keeps the turn's index in,
 #: so :func:`to_anthropic` puts the messages of one turn back into one.
 TURN = "anthropic_turn"
-
-_SYSTEM_ROLES = ("system", "developer")
 
 
 def from_anthropic(
@@ -53,7 +52,7 @@ def from_anthropic(
         out.append(Message(role="system", content=content_from_wire(sys_content, None)))
     opened = False  # a turn came: a system message after it is no system prompt
     for i, raw in enumerate(messages):
-        if not opened and isinstance(raw, Mapping) and raw.get("role") in _SYSTEM_ROLES:
+        if not opened and isinstance(raw, Mapping) and raw.get("role") in SYSTEM_ROLES:
             out.append(Message(role=raw["role"], content=content_from_wire(raw.get("content"), i)))
             continue
         opened = True
@@ -163,7 +162,7 @@ def to_anthropic(messages: Iterable[Message]) -> tuple[Any, list[dict[str, Any]]
     system_parts: list[Any] = []
     turns: list[tuple[str, Any, list[dict[str, Any]] | str]] = []
     for m in messages:
-        if m.role in _SYSTEM_ROLES:
+        if m.role in SYSTEM_ROLES:
             system_parts.append(content_to_wire(m.content))
             continue
         role = "assistant" if m.role == "assistant" else "user"
