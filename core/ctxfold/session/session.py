@@ -17,15 +17,12 @@ import logging
 import threading
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
-from types import MappingProxyType
 from typing import Any, TypeVar, overload
 
 from .._registry import check_options
 from .._state import owning
-from ..contract import CounterSpec, MessageLike, Prepares, WordCounts
+from ..contract import CounterSpec, MessageLike
 from ..exceptions import (
-    BudgetError,
     ConfigurationError,
     CorruptRecordError,
     SessionNotFoundError,
@@ -39,18 +36,18 @@ from ..recall import (
     check_query,
     search,
 )
-from ..result import CompressionResult, from_user
+from ..result import CompressionResult
 from ..reversible.expand import Expansion, expand
 from ..reversible.rounds import RoundSettings
 from ..reversible.tool import ExpandTool, Search
 from ..storage.store import MemoryStore, VerbatimStore, deleting, get_session_store, session_store
 from ..strategies.base import check_budget, check_share
 from ..tokens import TokenCounter, get_counter
-from .fold import Counts, Fold, compact, open_start
+from .fold import Fold
 from .log import SessionLog
 from .resume import Outcome, Resumed, adopted, resume_record, verifying_keys
 from .retention import delete_session, drop_cleared
-from .settings import Fill, check_strategy, check_water
+from .settings import check_strategy, check_water
 from .source import SessionSource
 from .state import SessionState
 
@@ -457,82 +454,3 @@ class Session(SessionState):
                 )
             return self.budget
         return check_budget(budget)
-
-    def _prepare(self, end: int) -> None:
-        """Let the strategy work ahead on what is new since the last render (up to
-        message ``end``): the messages added, and the prefix the last compaction wrote
-        (its note), so that a compaction does only what depends on the whole, a little
-        on every turn rather than all at once when the budget is passed. What the
-        current compaction folded is never read again (after a first compaction, or
-        in a session reopened from its store)."""
-        start = max(self._prepared, self._upto())
-        fold, strategy = self._fold, self.strategy
-        if isinstance(strategy, Prepares):  # one check per render, not per message
-            if start < end:
-                strategy.prepare(self._history[start:end], self._tokens(start, end))
-            if fold is not None and fold.round_id != self._prepared_round:
-                count = self.counter.count_message
-                strategy.prepare(fold.prefix, [count(m) for m in fold.prefix])
-        self._prepared = max(start, end)
-        self._prepared_round = fold.round_id if fold else None
-
-    def _compacts(self, budget: int, want: int) -> bool:
-        """Whether a render that would compact does: always when the history holds
-        messages the current compaction has not taken in. With nothing new it could
-        only fold its own prefix again: it does not when that compaction was made for
-        this room or a smaller one (:attr:`Fold.room`), nor, for a compaction stored
-        without its room, when the view fits ``budget``. So a render with nothing new
-        writes nothing, a question asked after a plain render still gets its room, and
-        the decision is a function of the stored history and compactions and of the
-        call: a reopened session renders what the live one would."""
-        upto = self._upto()
-        if open_start(self._history, upto) > upto:
-            return True
-        room = self._fold.room if self._fold else None
-        if room is None:
-            return self._view_tokens() > budget
-        return room > budget - want
-
-    def _compact(self, budget: int, asked: int, fill: Fill) -> None:
-        """Compact as ``fill`` says: to the low-water mark, or to the whole ``budget``
-        (also when what must be kept does not fit lower)."""
-        history = self._history
-        cut = open_start(history, self._upto())
-        waiting = self._cum[-1] - self._cum[cut]  # a call still waiting for its results
-        room = budget - waiting
-        low = int(self._low_share(budget) * budget) if fill is Fill.LOW_WATER else budget
-        error: BudgetError | None = None
-        whole = self._fold is None and cut == len(history)  # its own word rarity
-        rarity = None if whole else WordCounts(len(history), MappingProxyType(self._words))
-        task = "" if whole else next((m.text for m in history if from_user(m)), "")
-        tokens = self._tokens(self._upto(), cut)  # what it takes in: given, then stored
-        for target in dict.fromkeys((min(low, room), room)):
-            if target <= 0:
-                continue
-            try:
-                fold = compact(
-                    self.strategy,
-                    self._rounds,
-                    self.counter,
-                    history,
-                    self._fold,
-                    cut,
-                    target,
-                    tokens,
-                    rarity,
-                    task,
-                )
-            except BudgetError as exc:
-                error = exc
-                continue
-            fold = replace(fold, room=asked, filled=self.cache_stable and fill is Fill.ROOM)
-            self._log.add_fold(fold, Counts(tokens, self._counted_by()))
-            self._apply(fold)
-            return
-        required = (error.required if error else 0) + waiting
-        raise BudgetError(
-            f"the session's history needs {required} tokens, over the budget of {budget}, "
-            "even compacted: raise the budget or shorten the system prompt",
-            required=max(required, budget + 1),
-            budget=budget,
-        )

@@ -6,11 +6,17 @@ render asks) committed to the session's store."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
+from ..contract import Prepares, WordCounts
+from ..exceptions import BudgetError
 from ..messages import Message
 from ..pipeline import Plan, View
 from ..recall import RecallIndex
+from ..result import from_user
+from .fold import Counts, compact, open_start
 from .settings import Fill
 
 if TYPE_CHECKING:
@@ -56,18 +62,18 @@ class SessionSource:
         folded = over or s._fold is not None  # there is something to recall
         want = s._wanted(query, share, budget, fill) if query and folded else 0
         compacting = over or s._view_tokens() > int(s.high_water * (budget - want))
-        compacting = compacting and s._compacts(budget, want)
+        compacting = compacting and self._compacts(budget, want)
         self._budget, self._fill = budget, fill
         if compacting:
             s._memo.turn()
         if not compacting or s._fold is not None:
-            s._prepare(self._size - 1 if compacting else self._size)
+            self._prepare(self._size - 1 if compacting else self._size)
         return Plan(compacts=compacting, want=want, fits=not over)
 
     def compact(self, room: int, plan: Plan) -> None:
         """Compact into ``room``, the compaction marked with the room the render asked
         for, and commit it."""
-        self._session._compact(room, self._budget - plan.want, self._fill)
+        self._compact(room, self._budget - plan.want)
 
     def view(self) -> View:
         """The compaction's prefix, then the history since; recall quotes what the
@@ -91,3 +97,86 @@ class SessionSource:
         read it by now)."""
         self._session._pack()
         return view
+
+    def _prepare(self, end: int) -> None:
+        """Let the strategy work ahead on what is new since the last render (up to
+        message ``end``): the messages added, and the prefix the last compaction wrote
+        (its note), so that a compaction does only what depends on the whole, a little
+        on every turn rather than all at once when the budget is passed. What the
+        current compaction folded is never read again (after a first compaction, or
+        in a session reopened from its store)."""
+        s = self._session
+        start = max(s._prepared, s._upto())
+        fold, strategy = s._fold, s.strategy
+        if isinstance(strategy, Prepares):  # one check per render, not per message
+            if start < end:
+                strategy.prepare(s._history[start:end], s._tokens(start, end))
+            if fold is not None and fold.round_id != s._prepared_round:
+                count = s.counter.count_message
+                strategy.prepare(fold.prefix, [count(m) for m in fold.prefix])
+        s._prepared = max(start, end)
+        s._prepared_round = fold.round_id if fold else None
+
+    def _compacts(self, budget: int, want: int) -> bool:
+        """Whether a render that would compact does: always when the history holds
+        messages the current compaction has not taken in. With nothing new it could
+        only fold its own prefix again: it does not when that compaction was made for
+        this room or a smaller one (:attr:`Fold.room`), nor, for a compaction stored
+        without its room, when the view fits ``budget``. So a render with nothing new
+        writes nothing, a question asked after a plain render still gets its room, and
+        the decision is a function of the stored history and compactions and of the
+        call: a reopened session renders what the live one would."""
+        s = self._session
+        upto = s._upto()
+        if open_start(s._history, upto) > upto:
+            return True
+        room = s._fold.room if s._fold else None
+        if room is None:
+            return s._view_tokens() > budget
+        return room > budget - want
+
+    def _compact(self, budget: int, asked: int) -> None:
+        """Compact as the plan's fill says: to the low-water mark, or to the whole
+        ``budget`` (also when what must be kept does not fit lower); the compaction is
+        marked with the room the render ``asked`` for, stored, and made current."""
+        s, fill = self._session, self._fill
+        history = s._history
+        cut = open_start(history, s._upto())
+        waiting = s._cum[-1] - s._cum[cut]  # a call still waiting for its results
+        room = budget - waiting
+        low = int(s._low_share(budget) * budget) if fill is Fill.LOW_WATER else budget
+        error: BudgetError | None = None
+        whole = s._fold is None and cut == len(history)  # its own word rarity
+        rarity = None if whole else WordCounts(len(history), MappingProxyType(s._words))
+        task = "" if whole else next((m.text for m in history if from_user(m)), "")
+        tokens = s._tokens(s._upto(), cut)  # what it takes in: given, then stored
+        for target in dict.fromkeys((min(low, room), room)):
+            if target <= 0:
+                continue
+            try:
+                fold = compact(
+                    s.strategy,
+                    s._rounds,
+                    s.counter,
+                    history,
+                    s._fold,
+                    cut,
+                    target,
+                    tokens,
+                    rarity,
+                    task,
+                )
+            except BudgetError as exc:
+                error = exc
+                continue
+            fold = replace(fold, room=asked, filled=s.cache_stable and fill is Fill.ROOM)
+            s._log.add_fold(fold, Counts(tokens, s._counted_by()))
+            s._apply(fold)
+            return
+        required = (error.required if error else 0) + waiting
+        raise BudgetError(
+            f"the session's history needs {required} tokens, over the budget of {budget}, "
+            "even compacted: raise the budget or shorten the system prompt",
+            required=max(required, budget + 1),
+            budget=budget,
+        )
