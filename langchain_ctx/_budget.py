@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ctxfold.exceptions import ConfigurationError
-from ctxfold.strategies.base import check_budget
+from ctxfold.tokens import check_budget
 
 __all__ = ["Budget", "BudgetSpec"]
 

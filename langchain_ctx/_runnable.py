@@ -11,12 +11,9 @@ from langchain_core.messages import BaseMessage
 from langchain_core.runnables import Runnable, RunnableLambda
 from langchain_core.tracers.base import BaseTracer
 
+from ctxfold import Compression, CompressionResult
 from ctxfold.contract import CounterSpec
 from ctxfold.recall import Query
-from ctxfold.result import CompressionResult
-from ctxfold.strategies.base import check_budget, compress_with
-from ctxfold.strategies.registry import resolve_strategy
-from ctxfold.tokens import get_counter
 
 from ._convert import from_langchain, to_langchain
 
@@ -83,15 +80,13 @@ def compress_messages(
     :class:`ctxfold.BudgetError` when what must be kept cannot fit, and
     :class:`ctxfold.InvalidMessageError` for what LangChain cannot read as a message.
     """
-    limit = check_budget(budget)
-    compressor = resolve_strategy(strategy, **options)
-    count = get_counter(counter)
+    compression = Compression(budget, strategy=strategy, counter=counter, query=query, **options)
 
     def run(value: Any, run_manager: CallbackManagerForChainRun | None = None) -> Any:
         if isinstance(value, Mapping) and "messages" in value:
             return {**value, "messages": run(value["messages"], run_manager)}
         msgs = from_langchain(value)
-        result = compress_with(compressor, msgs, budget=limit, counter=count, query=query)
+        result = compression(msgs)
         if run_manager is not None:
             annotate(run_manager, result)
         out: list[BaseMessage] = to_langchain(result.messages)

@@ -10,9 +10,8 @@ from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode
 
 from ctxfold import ConfigurationError
-from ctxfold.strategies.base import check_budget
 from ctxfold.text import shorten
-from ctxfold.tokens import get_counter
+from ctxfold.tokens import check_budget, get_counter
 
 from ._options import check_fields
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ._api import compress, condense
+from ._api import Compression, compress, condense
 from ._state import clear_caches, pause_gc
 from .contract import Compressor, Strategy
 from .exceptions import (
@@ -88,6 +88,7 @@ __all__ = [
     "BaseCompressor",
     "BudgetError",
     "CacheError",
+    "Compression",
     "CompressionResult",
     "Compressor",
     "ConfigurationError",

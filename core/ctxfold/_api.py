@@ -10,13 +10,13 @@ from .exceptions import ConfigurationError
 from .formats import read_messages
 from .messages import Message, transcript
 from .models.summarizers import fit_summary
-from .recall import Query
+from .recall import Query, check_query
 from .result import CompressionResult, is_note
-from .strategies.base import compress_with
+from .strategies.base import check_takes, compress_with
 from .strategies.registry import resolve_strategy
-from .tokens import get_counter
+from .tokens import check_budget, get_counter
 
-__all__ = ["compress", "condense"]
+__all__ = ["Compression", "compress", "condense"]
 
 _CONDENSE_TRIES = 3
 
@@ -59,8 +59,45 @@ def compress(
         ConfigurationError: an unknown strategy, counter or option.
         InvalidMessageError: a malformed message (its index is named).
     """
-    compressor = resolve_strategy(strategy, **options)
-    return compress_with(compressor, messages, budget=budget, counter=counter, query=query)
+    compression = Compression(budget, strategy=strategy, counter=counter, query=query, **options)
+    return compression(messages)
+
+
+class Compression:
+    """One compression's settings, checked once, as a callable: called with messages,
+    it is :func:`compress` with those settings (what a chain or a wrapper keeps and
+    calls on every turn).
+
+    >>> shrink = ctxfold.Compression(4000, strategy="fast")    # doctest: +SKIP
+    >>> result = shrink(messages)                               # doctest: +SKIP
+
+    The arguments are :func:`compress`'s. A bad budget, strategy, counter, option or
+    query raises :class:`ConfigurationError` here, before any message is read.
+    """
+
+    def __init__(
+        self,
+        budget: int,
+        *,
+        strategy: Any = "auto",
+        counter: CounterSpec = "o200k_base",
+        query: Query = None,
+        **options: Any,
+    ) -> None:
+        self.compressor = resolve_strategy(strategy, **options)
+        self.budget = check_budget(budget)
+        self.counter = get_counter(counter)
+        self.query = check_query(query)
+        check_takes(self.compressor, self.query)
+
+    def __call__(self, messages: Iterable[MessageLike]) -> CompressionResult:
+        """``messages`` compressed to at most the budget (see :func:`compress`)."""
+        return compress_with(
+            self.compressor, messages, budget=self.budget, counter=self.counter, query=self.query
+        )
+
+    def __repr__(self) -> str:
+        return f"Compression({self.budget}, strategy={self.compressor!r}, counter={self.counter!r})"
 
 
 def condense(

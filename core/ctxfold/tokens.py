@@ -27,6 +27,7 @@ __all__ = [
     "CallableCounter",
     "TiktokenCounter",
     "TokenCounter",
+    "check_budget",
     "get_counter",
     "share_budget",
 ]
@@ -427,6 +428,21 @@ def get_counter(spec: str | TokenCounter | Callable[[str], int] | None = None) -
         f"counter must be an encoding or model name, 'approx', a TokenCounter or a "
         f"str -> int function, got {type(spec).__name__}"
     )
+
+
+def check_budget(budget: object) -> int:
+    """Validate a token budget: an ``int`` >= 1, at every entry (``compress``,
+    ``Session``, the wrappers, the CLI). Zero or less is no budget a history could be
+    compressed into, so it is a :class:`ConfigurationError` before any work; a budget
+    below what the pinned messages need is the strategy's :class:`BudgetError`."""
+    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
+        small = isinstance(budget, (int, float)) and abs(budget) < 10**15  # repr: bounded
+        shown = repr(budget) if small else f"a value of type {type(budget).__name__}"
+        raise ConfigurationError(
+            f"budget must be a positive whole number of tokens, got {shown}; pass the "
+            "tokens the history may take in the model's context (budget=4000, say)"
+        )
+    return budget
 
 
 def share_budget(messages: Sequence[Message], share: float, counter: TokenCounter) -> int:

@@ -99,6 +99,37 @@ def test_invalid_input_is_a_typed_error():
         ctxfold.compress("hello", budget=10)  # type: ignore[arg-type]
 
 
+def test_a_compression_is_checked_when_made_and_compresses_when_called():
+    raw = record()["messages"]
+    shrink = ctxfold.Compression(1500, strategy="sliding_window", counter="o200k_base")
+    once = ctxfold.compress(raw, budget=1500, strategy="sliding_window")
+    assert shrink(raw).to_openai() == once.to_openai()
+    assert shrink(raw).stats.budget == 1500
+    # nothing is read before a bad setting is refused
+    for bad in (
+        {"budget": 0},
+        {"budget": 100, "strategy": "slidng_window"},
+        {"budget": 100, "counter": "p50k_bogus"},
+        {"budget": 100, "query": 42},
+        {"budget": 100, "keep_recent": 3},
+    ):
+        with pytest.raises(ConfigurationError):
+            ctxfold.Compression(**bad)
+
+    class Plain:  # a compressor of one's own: no BaseCompressor, takes no query
+        name = "plain"
+
+        def compress(self, messages, *, budget, counter=None):
+            return ctxfold.compress(messages, budget=budget, counter=counter)
+
+        async def acompress(self, messages, *, budget, counter=None):
+            return self.compress(messages, budget=budget, counter=counter)
+
+    assert ctxfold.Compression(1500, strategy=Plain())(raw).messages
+    with pytest.raises(ConfigurationError, match="takes no query"):
+        ctxfold.Compression(1500, strategy=Plain(), query="where?")
+
+
 def test_acompress_matches_compress():
     c = SlidingWindow()
     raw = record()["messages"]

@@ -32,7 +32,7 @@ from ..result import (
 from ..reversible.expand import expand
 from ..reversible.rounds import RoundSettings
 from ..storage.cache import Cache, get_cache
-from ..tokens import get_counter
+from ..tokens import check_budget, get_counter
 from ..validity import SYSTEM_ROLES, clashes, turn_order_problems
 
 __all__ = [
@@ -45,6 +45,7 @@ __all__ = [
     "check_count",
     "check_roles",
     "check_share",
+    "check_takes",
     "compress_with",
     "keep_only",
     "overflow",
@@ -81,21 +82,6 @@ class CachedOptions(SharedOptions, total=False):
 
 
 # ------------------------------------------------------------------------- checks
-
-
-def check_budget(budget: object) -> int:
-    """Validate a token budget: an ``int`` >= 1, at every entry (``compress``,
-    ``Session``, the wrappers, the CLI). Zero or less is no budget a history could be
-    compressed into, so it is a :class:`ConfigurationError` before any work; a budget
-    below what the pinned messages need is the strategy's :class:`BudgetError`."""
-    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
-        small = isinstance(budget, (int, float)) and abs(budget) < 10**15  # repr: bounded
-        shown = repr(budget) if small else f"a value of type {type(budget).__name__}"
-        raise ConfigurationError(
-            f"budget must be a positive whole number of tokens, got {shown}; pass the "
-            "tokens the history may take in the model's context (budget=4000, say)"
-        )
-    return budget
 
 
 def check_choice(label: str, value: object, choices: Sequence[str]) -> None:
@@ -458,9 +444,18 @@ def compress_with(
         return compressor.compress(
             messages, budget=budget, counter=counter, query=query, reversible=reversible
         )
+    check_takes(compressor, query, reversible)
+    return compressor.compress(messages, budget=budget, counter=counter)
+
+
+def check_takes(compressor: Compressor, query: Query, reversible: bool | None = None) -> None:
+    """A :class:`ConfigurationError` when ``compressor`` is given a ``query`` or a
+    ``reversible`` setting it does not take: only a :class:`BaseCompressor` does (any
+    other object with ``compress`` takes neither)."""
+    if isinstance(compressor, BaseCompressor):
+        return
     if query is not None or reversible is not None:
         raise ConfigurationError(
             f"{type(compressor).__name__} takes no query and no reversible setting: "
             "those are built into the strategies that derive from ctxfold.BaseCompressor"
         )
-    return compressor.compress(messages, budget=budget, counter=counter)
