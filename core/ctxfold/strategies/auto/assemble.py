@@ -35,7 +35,7 @@ __all__ = ["Assembled", "Layout", "Notes", "assemble", "savings"]
 
 @dataclass
 class Layout:
-    """Where every message of the history stands in the current round of the fit loop:
+    """Where every message of the history stands in the current try of the fit loop:
     pinned, kept verbatim (and why), or older (planned, maybe folded)."""
 
     pinned: set[int]

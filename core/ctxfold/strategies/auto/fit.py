@@ -294,7 +294,7 @@ def with_weights(out: list[Message], fitted: Fitted) -> list[Message]:
 
 @dataclass
 class _Loop:
-    """The fit loop's state across its rounds: the free room (a result within
+    """The fit loop's state across its tries: the free room (a result within
     ``POLICY.full_within`` of it is full enough), the share of a top-up's room the
     note's list may take, whether the one top-up happened, and the last fitting
     result before it."""

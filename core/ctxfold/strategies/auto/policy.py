@@ -72,7 +72,7 @@ class Policy:
     id_short: float = 4.0  # tokens under which an identifier's value is not discounted
     chars_per_id_token: float = 3.2  # for estimating an identifier's cost in the list
     # --- fit loop
-    attempts: int = 6  # assemble-and-count rounds before folding a verbatim unit too
+    attempts: int = 6  # assemble-and-count tries before folding a verbatim unit too
     full_within: float = 0.03  # of the free room: a result this close to it is full
     top_up_room: float = 0.9  # of the room left: what one top-up may add (estimates err)
     trim_margin: float = 1.15  # excess tokens x this (+ trim_extra) are unselected
