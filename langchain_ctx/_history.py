@@ -20,7 +20,7 @@ from ctxfold.recall import Query, default_query
 from ctxfold.session import CompactionOptions, Follower, Session
 from ctxfold.session.follow import store_for
 from ctxfold.storage import VerbatimStore
-from ctxfold.strategies.base import check_count
+from ctxfold.strategies.options import check_count
 
 from ._convert import from_langchain, snapshot, to_langchain
 from ._options import check_settings

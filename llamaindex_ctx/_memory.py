@@ -15,7 +15,7 @@ from pydantic import ConfigDict, Field, PrivateAttr
 from ctxfold import BudgetError, ConfigurationError, Message
 from ctxfold.session import Follower, Session
 from ctxfold.session.follow import store_for
-from ctxfold.strategies.base import check_count
+from ctxfold.strategies.options import check_count
 
 from ._convert import from_llamaindex, snapshot, to_llamaindex
 from ._options import check_fields

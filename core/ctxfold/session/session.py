@@ -41,7 +41,7 @@ from ..reversible.expand import Expansion, expand
 from ..reversible.rounds import RoundSettings
 from ..reversible.tool import ExpandTool, Search
 from ..storage.store import MemoryStore, VerbatimStore, deleting, get_session_store, session_store
-from ..strategies.base import check_share
+from ..strategies.options import check_share
 from ..tokens import TokenCounter, check_budget, get_counter
 from .fold import Fold
 from .log import SessionLog

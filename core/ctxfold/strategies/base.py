@@ -1,12 +1,13 @@
-"""The base class every built-in strategy derives from, the options they all share,
-and the checks of settings they use.
+"""The base class every built-in strategy derives from, and what a strategy does when
+what it must keep does not fit (:func:`overflow`, :func:`keep_only`).
 
-:class:`BaseCompressor` keeps the contract and the stats: it reads the input, returns a
-history that already fits unchanged, hands the rest to the strategy's
-:meth:`~BaseCompressor.compact` (or, when reversible, to the reversible layer, which
-wraps it), then times, logs and announces the result. The options every strategy takes
-(pinned roles, overflow policy, model cache, reversible settings) are declared once,
-as the typed dicts below, and checked once, in :meth:`BaseCompressor.__init__`.
+:class:`BaseCompressor` keeps the contract: its ``compress`` reads the input and runs
+the one driver (:func:`ctxfold.pipeline.run`) on it, which returns a history that
+fits unchanged, hands the rest to the strategy's :meth:`~BaseCompressor.compact` (or,
+when reversible, to the reversible layer, which wraps it), then times, logs and
+announces the result. The options every strategy takes (pinned roles, overflow
+policy, model cache, reversible settings) are declared in :mod:`.options` and checked
+once, in :meth:`BaseCompressor.__init__`.
 """
 
 from __future__ import annotations
@@ -14,37 +15,24 @@ from __future__ import annotations
 import asyncio
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, ClassVar, TypedDict
+from collections.abc import Iterable, Iterator
+from typing import Any, ClassVar
 
 from ..contract import Compaction, Compressor, Conversation, CounterSpec, MessageLike, Overflow
 from ..exceptions import BudgetError, ConfigurationError, ExpandError
 from ..formats import read_messages
-from ..messages import ROLES, Message
+from ..messages import Message
 from ..models.embedders import Embedder, get_embedder
 from ..pipeline import Given, Query, Request, check_query, run
-from ..result import (
-    CompressionResult,
-    Decision,
-    earlier,
-    note_message,
-)
+from ..result import CompressionResult, Decision
 from ..reversible.expand import expand
 from ..reversible.rounds import RoundSettings
-from ..storage.cache import Cache, get_cache
+from ..storage.cache import Cache
 from ..tokens import check_budget, get_counter
-from ..validity import SYSTEM_ROLES, clashes, turn_order_problems
+from .options import PIN_ROLES, check_cache, check_choice, check_roles, check_share
 
 __all__ = [
     "BaseCompressor",
-    "CachedOptions",
-    "ReversibleOptions",
-    "SharedOptions",
-    "alternate",
-    "check_choice",
-    "check_count",
-    "check_roles",
-    "check_share",
     "check_takes",
     "compress_with",
     "keep_only",
@@ -52,80 +40,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger("ctxfold")
-
-PIN_ROLES = SYSTEM_ROLES
-
-
-class ReversibleOptions(TypedDict, total=False):
-    """Reversible compaction (see :class:`ctxfold.reversible.RoundSettings`)."""
-
-    reversible: bool
-    store: Any
-    reference_share: float
-    max_references: int | None
-
-
-class SharedOptions(ReversibleOptions, total=False):
-    """What every strategy that selects messages takes."""
-
-    pin_roles: Iterable[str]
-    overflow: Overflow
-    recall_share: float | None
-    recall_embedder: Any
-    redact: bool
-
-
-class CachedOptions(SharedOptions, total=False):
-    """...and, for a strategy that calls a model, where its outputs are cached."""
-
-    cache: Any
-
-
-# ------------------------------------------------------------------------- checks
-
-
-def check_choice(label: str, value: object, choices: Sequence[str]) -> None:
-    """Raise :class:`ConfigurationError` unless ``value`` is one of ``choices``."""
-    if value not in choices:
-        raise ConfigurationError(
-            f"{label} must be one of {', '.join(repr(c) for c in choices)}, got {value!r}"
-        )
-
-
-def check_roles(label: str, roles: Iterable[str]) -> tuple[str, ...]:
-    """Validate a collection of roles; return it as a tuple."""
-    if isinstance(roles, str):
-        raise ConfigurationError(f"{label} must be a list of roles, not one string")
-    out = tuple(roles)
-    unknown = set(out) - ROLES
-    if unknown:
-        raise ConfigurationError(
-            f"{label} has unknown roles {sorted(unknown)}; use {sorted(ROLES)}"
-        )
-    return out
-
-
-def check_share(label: str, value: object) -> float:
-    """Validate a share of the budget: a number in ``[0, 1)``."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
-        raise ConfigurationError(f"{label} must be a number in [0, 1), got {value!r}")
-    return float(value)
-
-
-def check_count(label: str, value: object) -> int:
-    """Validate a count: an ``int`` >= 0."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ConfigurationError(f"{label} must be an integer >= 0, got {value!r}")
-    return value
-
-
-def check_cache(cache: object) -> Cache | None:
-    """A ``cache`` option: ``None``/``True`` -> the shared default cache, ``False`` ->
-    no cache, anything else as :func:`ctxfold.storage.get_cache` reads it."""
-    if cache is False:
-        return None
-    return get_cache(None if cache is True else cache)  # type: ignore[arg-type]
-
 
 # ---------------------------------------------------------------- shared outcomes
 
@@ -159,106 +73,6 @@ def keep_only(conv: Conversation, keep: set[int], pinned: set[int], step: str) -
         for i, (m, t) in enumerate(zip(conv.messages, conv.tokens, strict=True))
     ]
     return Compaction(out, trace, {})
-
-
-def alternate(
-    conv: Conversation,
-    done: Compaction,
-    step: str,
-    policy: Overflow,
-    protect: Iterable[int] = (),
-    *,
-    make_room: bool = True,
-) -> Compaction:
-    """``done`` as a request strict chat APIs accept, when the input is one: where
-    leaving messages out put two turns of one role side by side (or an assistant turn
-    right after the system block), a one-line note in the other role says how many
-    messages were left out there, so turns alternate and the conversation opens with
-    the user. When the notes do not fit, the oldest kept units make room for them (never
-    a pinned message, a note, a unit in ``protect`` or the newest unit); when nothing
-    can, ``policy`` decides. ``make_room=False`` returns the notes over the budget
-    instead, for a strategy that selects again with less room."""
-    if turn_order_problems(conv.messages):
-        return done  # the input itself is not a strict request: nothing to keep
-    where = {id(m): i for i, m in enumerate(conv.messages)}
-    unit_of = {i: u for u in conv.grouping.units for i in u.indices}
-    fixed = {unit_of[i].start for i in protect}
-    if done.messages and id(done.messages[-1]) in where:
-        fixed.add(unit_of[where[id(done.messages[-1])]].start)
-    out = list(done.messages)
-    hidden = {d.index for d in done.trace if d.tokens_after == 0}
-    dropped: set[int] = set()
-    while True:
-        bridged, back = _bridged(conv, out, where, hidden)
-        need = conv.counter.count_messages(bridged)
-        if len(bridged) == len(out) or need <= conv.budget or not make_room:
-            break
-        spare = next(
-            (
-                unit_of[where[id(m)]]
-                for m in out
-                if id(m) in where
-                and m.role not in SYSTEM_ROLES
-                and unit_of[where[id(m)]].start not in fixed
-            ),
-            None,
-        )
-        if spare is None:
-            overflow(policy, required=need, budget=conv.budget, what="notes that keep turns apart")
-            break
-        dropped.update(spare.indices)
-        hidden.update(spare.indices)
-        out = [m for m in out if where.get(id(m), -1) not in spare.indices]
-    trace = [
-        Decision(d.index, "dropped", "over_budget", d.tokens_before, 0, step)
-        if d.index in dropped
-        else Decision(d.index, "kept", "turn_order", d.tokens_before, d.tokens_before, step)
-        if d.index in back
-        else d
-        for d in done.trace
-    ]
-    return Compaction(bridged, trace, done.savings)
-
-
-def _bridged(
-    conv: Conversation, out: list[Message], where: dict[int, int], hidden: set[int]
-) -> tuple[list[Message], set[int]]:
-    """``out`` with a turn of the other role wherever two turns of one role meet (or an
-    assistant turn follows the system block), and the input indexes brought back for
-    it: the left-out message right before, when it has that role and costs no more
-    than a note (a real turn says more), else a note: ``[ctxfold: 3 earlier messages
-    left out]``."""
-    messages, tokens = conv.messages, conv.tokens
-    result: list[Message] = []
-    back: set[int] = set()
-    last_at = -1  # the input index of the newest input message so far
-    for m in out:
-        before = result[-1].role if result else None
-        at = where.get(id(m))
-        if clashes(before, m.role):
-            gap = (at - last_at - 1) if at is not None else 0
-            role = "assistant" if m.role == "user" else "user"
-            what = f"{earlier(gap)} left out" if gap > 0 else "earlier messages left out"
-            note = note_message(role, "note", what, "", left_out=gap)
-            j = at - 1 if at is not None else -1  # the message right before, if left out
-            real = (
-                j
-                if j > last_at
-                and j in hidden
-                and messages[j].role == role
-                and not messages[j].tool_calls
-                and tokens[j] <= conv.counter.count_message(note)
-                else None
-            )
-            if real is None:
-                result.append(note)
-            else:
-                result.append(messages[real])
-                back.add(real)
-        result.append(m)
-        if at is not None:
-            last_at = at
-    return result, back
 
 
 # ---------------------------------------------------------------------- the base

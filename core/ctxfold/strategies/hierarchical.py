@@ -14,7 +14,9 @@ from ..result import Action, Decision, from_user, insert_note
 from ..text.primitives import find_identifiers, split_sentences
 from ..text.scoring import ScoreContext, has_error, mentions_decision, score
 from ..units import Unit
-from .base import BaseCompressor, CachedOptions, alternate, check_share, overflow
+from .alternation import alternate
+from .base import BaseCompressor, overflow
+from .options import CachedOptions, check_share
 from .summarizing import summary_message
 
 if TYPE_CHECKING:

@@ -13,7 +13,8 @@ from ..result import NOTE_KEY, Decision
 from ..tokens import TokenCounter
 from ..units import group_units
 from .auto import AutoCompressor
-from .base import BaseCompressor, ReversibleOptions
+from .base import BaseCompressor
+from .options import ReversibleOptions
 from .registry import normalize
 from .semantic import SemanticCompressor
 

@@ -12,7 +12,9 @@ from ..models.embedders import embed, get_embedder
 from ..models.similarity import leader_clusters
 from ..result import Action, Decision
 from ..units import Unit
-from .base import BaseCompressor, CachedOptions, alternate, check_choice, check_count, overflow
+from .alternation import alternate
+from .base import BaseCompressor, overflow
+from .options import CachedOptions, check_choice, check_count
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

@@ -8,7 +8,9 @@ from ..contract import Compaction, Conversation
 from ..messages import Message
 from ..result import Decision, is_note
 from ..units import Unit
-from .base import BaseCompressor, SharedOptions, alternate, check_count, overflow
+from .alternation import alternate
+from .base import BaseCompressor, overflow
+from .options import SharedOptions, check_count
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

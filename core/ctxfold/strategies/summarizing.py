@@ -14,8 +14,9 @@ from ..storage.cache import cache_key
 from ..text.scoring import ExtractiveSummarizer
 from ..tokens import TokenCounter
 from ..units import Unit, newest_units
-from .base import BaseCompressor, CachedOptions, check_choice, check_share, keep_only, overflow
+from .base import BaseCompressor, keep_only, overflow
 from .newest import SHORTENED, shown_newest
+from .options import CachedOptions, check_choice, check_share
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

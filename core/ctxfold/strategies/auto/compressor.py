@@ -13,7 +13,8 @@ from ...result import is_note
 from ...text.adapters import FormatAdapter
 from ...text.layers import Layers
 from ...text.scoring import goal_names
-from ..base import BaseCompressor, CachedOptions, check_choice, check_share
+from ..base import BaseCompressor
+from ..options import CachedOptions, check_choice, check_share
 from .analysis import Analyzer
 from .assemble import Notes, savings
 from .fit import fill, fit, summarize_note, with_weights
