@@ -11,7 +11,7 @@ import html
 from collections.abc import Sequence
 
 from .messages import Message
-from .result import RECALL_END, RECALL_HEAD, CompressionResult, Decision, is_note
+from .result import RECALL_END, RECALL_HEAD, CompressionResult, Decision, is_note, sources_of
 
 __all__ = ["report_html", "report_page"]
 
@@ -181,13 +181,12 @@ def _after(original: Sequence[Message], result: CompressionResult) -> str:
     """The output, each note with the originals it folded and each shortened message
     with its original, expandable in place; recalled passages marked."""
     by_index = {d.index: d for d in result.trace}
-    shown = [d.index for d in result.trace if d.action in _SHOWN]
     folded = [d.index for d in result.trace if d.action not in _SHOWN]
     notes = [m for m in result.messages if is_note(m)]
-    mapped = len(shown) == len(result.messages) - len(notes)  # each output message known
-    parts, k = [], 0
-    for m in result.messages:
-        if is_note(m):
+    sources = sources_of(original, result.messages, result.trace, result.round_id)
+    parts = []
+    for m, j in zip(result.messages, sources, strict=True):
+        if j is None and is_note(m):
             inner = "".join(_original(original[i], i) for i in folded) if m is notes[0] else ""
             fold = (
                 f"<details class='folded'><summary>show the {len(folded)} folded messages"
@@ -197,9 +196,7 @@ def _after(original: Sequence[Message], result: CompressionResult) -> str:
             )
             parts.append(_message(m, fold, "note"))
             continue
-        d = by_index[shown[k]] if mapped else None
-        k += 1
-        parts.append(_shown(m, original, d))
+        parts.append(_shown(m, original, None if j is None else by_index.get(j)))
     return "".join(parts)
 
 

@@ -34,6 +34,7 @@ __all__ = [
     "is_note",
     "note_message",
     "note_role",
+    "sources_of",
     "without_recall",
 ]
 
@@ -280,6 +281,39 @@ class Trace(Sequence[Decision]):
 
     def __repr__(self) -> str:
         return f"Trace({list(self)!r})"
+
+
+def sources_of(
+    inputs: Sequence[Message],
+    out: Sequence[Message],
+    trace: Sequence[Decision],
+    round_id: str | None = None,
+) -> list[int | None]:
+    """For each message of ``out``, a compaction of ``inputs`` with ``trace``, the index
+    of the input it shows (whole or rewritten), or ``None`` for a message the compaction
+    wrote (its note, a bridging note, a reference or recall block). The one rule every layer
+    matches outputs to inputs by: an input itself is that input; a new message with
+    note metadata of this compaction (its ``round`` is ``round_id`` or none yet) was
+    written; any other stands for the next input the trace shows (a decision that
+    left it tokens), in order. Each output that shows an input uses up one such
+    decision."""
+    at = {id(m): k for k, m in enumerate(inputs)}
+    shown = iter([d.index for d in trace if d.tokens_after > 0])
+    result: list[int | None] = []
+    for m in out:
+        k = at.get(id(m))
+        if k is not None:
+            result.append(k)
+            next(shown, None)
+            continue
+        meta = m.metadata.get(NOTE_KEY)
+        if RECALL_KEY in m.metadata or (
+            isinstance(meta, Mapping) and meta.get("round") in (round_id, None)
+        ):
+            result.append(None)
+            continue
+        result.append(next(shown, None))
+    return result
 
 
 def flagged(trace: Sequence[Decision], indices: Sequence[int], flag: str) -> Sequence[Decision]:

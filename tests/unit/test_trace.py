@@ -58,3 +58,43 @@ def test_copies_and_flagged_traces_are_not_reached_by_later_changes() -> None:
     )
     assert isinstance(marked, Trace)
     assert len(trace) == 5 and trace[4] == Decision(4, "kept", "recent", 7, 7, "auto")
+
+
+def test_outputs_are_matched_to_their_inputs_by_one_rule() -> None:
+    """``result.sources_of``: an input shown as it is, one rewritten, a note this
+    compaction wrote, an earlier round's note kept, and a recall block."""
+    from ctxfold import Message
+    from ctxfold.result import NOTE_KEY, RECALL_KEY, Decision, sources_of
+
+    old_note = Message(
+        "system",
+        "[ctxfold round 0123456789ab]\nnotes",
+        metadata={NOTE_KEY: {"what": "x", "round": "0123456789ab"}},
+    )
+    inputs = [
+        Message("system", "sys"),
+        old_note,
+        Message("user", "a long question about parsing"),
+        Message("assistant", "an answer"),
+        Message("user", "thanks"),
+    ]
+    rewritten = Message("user", "a long question [...]")
+    note = Message(
+        "user", "[ctxfold: 1 earlier message condensed]", metadata={NOTE_KEY: {"what": "1"}}
+    )
+    block = Message("user", "[ctxfold recall: ...]", metadata={RECALL_KEY: {"sources": [3]}})
+    # the note's copy, rewritten by this round, is no note of this round: an input
+    old_copy = Message("system", old_note.text + " [expand 1]", metadata=old_note.metadata)
+    out = [inputs[0], old_copy, note, rewritten, block, inputs[4]]
+    trace = [
+        Decision(0, "kept", "pinned:system", 2, 2, "auto"),
+        Decision(1, "compressed", "shortened", 9, 9, "auto"),
+        Decision(2, "compressed", "shortened", 8, 5, "auto"),
+        Decision(3, "summarized", "folded:note", 4, 0, "auto"),
+        Decision(4, "kept", "recent", 2, 2, "auto"),
+    ]
+    assert sources_of(inputs, out, trace, "fedcba987654") == [0, 1, None, 2, None, 4]
+    # with this round's id on its note, the note is still this compaction's own
+    ours = Message("user", note.text, metadata={NOTE_KEY: {"what": "1", "round": "fedcba987654"}})
+    out[2] = ours
+    assert sources_of(inputs, out, trace, "fedcba987654")[2] is None

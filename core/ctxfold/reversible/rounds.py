@@ -27,7 +27,16 @@ from ..contract import Compaction, Conversation, Strategy
 from ..exceptions import BudgetError, ConfigurationError
 from ..messages import Message
 from ..references.index import ReferenceIndex, check_max_references
-from ..result import FOLDED, NOTE_KEY, Decision, earlier, from_user, note_head, note_role
+from ..result import (
+    FOLDED,
+    NOTE_KEY,
+    Decision,
+    earlier,
+    from_user,
+    note_head,
+    note_role,
+    sources_of,
+)
 from ..storage.store import VerbatimStore, get_store
 from .expand import with_notes_known
 from .records import Batch, marker
@@ -193,26 +202,18 @@ def _add_markers(
 ) -> _Marked:
     """An ``[expand <id>]`` marker on every message the strategy rewrote."""
     messages = conv.messages
-    shown = [d for d in trace if d.tokens_after > 0]  # one per non-note output message
-    inputs = {id(m) for m in messages}
     marked: list[Message] = []
     rewritten: list[int] = []
     note_at: int | None = None
-    k = 0
-    for m in out:
-        meta = m.metadata.get(NOTE_KEY)
-        if id(m) not in inputs and isinstance(meta, Mapping):
+    for m, j in zip(out, sources_of(messages, out, trace), strict=True):
+        if j is None:  # what the strategy wrote: the first note that can carry the tag
             if note_at is None and _carries_head(m):
                 note_at = len(marked)
-            marked.append(m)
-            continue
-        d = shown[k] if k < len(shown) else None
-        k += 1
-        if d is not None and m != messages[d.index]:
-            rewritten.append(d.index)
+        elif m != messages[j]:
+            rewritten.append(j)
             if isinstance(m.content, str):
                 sep = " " if m.content else ""
-                m = replace(m, content=f"{m.content}{sep}{marker(msg_ids[d.index])}")
+                m = replace(m, content=f"{m.content}{sep}{marker(msg_ids[j])}")
         marked.append(m)
     return _Marked(marked, note_at, rewritten)
 

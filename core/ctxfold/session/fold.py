@@ -9,7 +9,7 @@ from typing import Any
 
 from ..contract import Conversation, Strategy, WordCounts
 from ..messages import ContentPart, Message, ToolCall
-from ..result import NOTE_KEY, Action, Decision
+from ..result import Action, Decision, sources_of
 from ..reversible.records import message_from_record, message_record
 from ..reversible.rounds import RoundSettings, compact_reversibly
 from ..tokens import TokenCounter
@@ -173,6 +173,7 @@ def compact(
     records = history.rows(start, cut).after(len(prefix))  # stored: not encoded again
     done, round_id = compact_reversibly(strategy, conv, settings, records)
     out = list(done.messages)
+    shows = sources_of(inputs, out, done.trace, round_id)  # the input each output shows
     decisions = tuple(
         Decision(src, d.action, d.reason, d.tokens_before, d.tokens_after, d.step, d.flags)
         for d in done.trace
@@ -181,34 +182,8 @@ def compact(
     return Fold(
         cut,
         tuple(out),
-        _sources(inputs, sources, out, done.trace, round_id),
+        tuple(None if j is None else sources[j] for j in shows),
         decisions,
         round_id,
         dict(done.savings),
     )
-
-
-def _sources(
-    inputs: Sequence[Message],
-    sources: Sequence[int | None],
-    out: Sequence[Message],
-    trace: Sequence[Decision],
-    round_id: str,
-) -> tuple[int | None, ...]:
-    """The history index each output message stands for (``None`` for the round's note
-    or block): outputs that are not new follow the trace's shown decisions in order."""
-    shown = iter([d.index for d in trace if d.tokens_after > 0])
-    inputs_at = {id(m): k for k, m in enumerate(inputs)}
-    result: list[int | None] = []
-    for m in out:
-        if id(m) in inputs_at:
-            result.append(sources[inputs_at[id(m)]])
-            next(shown, None)
-            continue
-        meta = m.metadata.get(NOTE_KEY)
-        if isinstance(meta, Mapping) and meta.get("round") in (round_id, None):
-            result.append(None)  # the round's note or block
-            continue
-        k = next(shown, None)
-        result.append(None if k is None else sources[k])
-    return tuple(result)

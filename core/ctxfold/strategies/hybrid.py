@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from ..contract import Compaction, Compressor, Conversation, Strategy
 from ..exceptions import BudgetError, ConfigurationError
 from ..messages import Message
-from ..result import NOTE_KEY, Decision
+from ..result import Decision, sources_of
 from ..tokens import TokenCounter
 from ..units import group_units
 from .auto import AutoCompressor
@@ -89,15 +89,10 @@ class HybridCompressor(BaseCompressor):
             savings[f"step:{label}"] = before - counter.count_messages(done.messages)
             for key, value in done.savings.items():
                 savings[key] = savings.get(key, 0) + value
-            ids = {id(m) for m in current}
-            kept = iter(d for d in done.trace if d.action in ("kept", "compressed", "reverted"))
-            new_origin: list[int | None] = []
-            for m in done.messages:
-                if m.metadata.get(NOTE_KEY) is not None and id(m) not in ids:
-                    new_origin.append(None)  # a note or summary this step wrote
-                    continue
-                d = next(kept, None)
-                new_origin.append(None if d is None else origin[d.index])
+            new_origin = [
+                None if j is None else origin[j]  # None: a note or summary this step wrote
+                for j in sources_of(current, done.messages, done.trace)
+            ]
             for d in done.trace:
                 src = origin[d.index]
                 if src is not None:
