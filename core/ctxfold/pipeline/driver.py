@@ -45,7 +45,8 @@ def run(request: Request, source: Source) -> CompressionResult:
         query = resolve_query(source.history, request.query) if share else None
         plan = source.plan(budget, query, share)
         if plan.compacts:
-            compact_into(lambda room: source.compact(room, plan), budget, plan.want, fits=plan.fits)
+            compact = lambda room: source.compact(room, plan)  # noqa: E731
+            compact_into(compact, budget, plan.want, fits=plan.fits, fixed=plan.fixed)
         view = source.view()
         if query and view.recall_until > 0:
             view = _recalled(view, source, query, request, share)
@@ -85,27 +86,34 @@ def _recalled(view: View, source: Source, query: str, request: Request, share: f
 
 @overload
 def compact_into(
-    compact: Callable[[int], T], budget: int, want: int, *, fits: Literal[False] = False
+    compact: Callable[[int], T],
+    budget: int,
+    want: int,
+    *,
+    fits: Literal[False] = False,
+    fixed: int = 0,
 ) -> T: ...
 
 
 @overload
 def compact_into(
-    compact: Callable[[int], T], budget: int, want: int, *, fits: bool
+    compact: Callable[[int], T], budget: int, want: int, *, fits: bool, fixed: int = 0
 ) -> T | None: ...
 
 
 def compact_into(
-    compact: Callable[[int], T], budget: int, want: int, *, fits: bool = False
+    compact: Callable[[int], T], budget: int, want: int, *, fits: bool = False, fixed: int = 0
 ) -> T | None:
     """``compact(room)`` at the budget less the ``want`` tokens a query's passages
     want, at the budget less half of them when what must be kept needs more, then at
-    the whole budget (the passages take what is left): the first that fits. Only the
+    the whole budget (the passages take what is left): the first that fits; a room
+    below ``fixed`` (what must be kept, as the source knows it) is not tried. Only the
     last try's :class:`ctxfold.BudgetError` is raised. ``fits``: what is there fits
     the budget already, so the whole budget is not tried (``None`` when no other
     room fits)."""
     # The whole budget is always the last try (never an empty list to index).
-    rooms = [r for r in dict.fromkeys((budget - want, budget - want // 2)) if 0 < r < budget]
+    wanted = dict.fromkeys((budget - want, budget - want // 2))
+    rooms = [r for r in wanted if 0 < r < budget and r >= fixed]
     rooms.append(budget)
     for room in rooms[:-1]:
         with contextlib.suppress(BudgetError):

@@ -87,23 +87,28 @@ class Given:
             return Plan(compacts=True)
         last = len(self._messages) - 1  # what is answered is never its own source
         cap, counter = int(share * budget), self._request.counter
-        return Plan(
-            compacts=True, want=wanted(self.index(), query, until=last, cap=cap, counter=counter)
-        )
+        want = wanted(self.index(), query, until=last, cap=cap, counter=counter)
+        pinned = self._conv().pinned(self._request.strategy.pin_roles)[2]
+        return Plan(compacts=True, want=want, fixed=pinned)
 
-    def compact(self, room: int, plan: Plan) -> None:
-        """The strategy's compaction into ``room`` (reversible as the request says);
-        kept over a room short of the budget (``overflow="best_effort"``) is a
-        :class:`BudgetError`, so the driver tries a larger room."""
-        request = self._request
-        if self._conversation is None:  # counted once, for every room tried
+    def _conv(self) -> Conversation:
+        """The history as a conversation, counted once for every room tried."""
+        if self._conversation is None:
+            request = self._request
             self._conversation = Conversation.of(
                 self._messages,
                 budget=request.budget,
                 counter=request.counter,
                 grouping=self._grouping,
             )
-        conv = self._conversation.with_budget(room)
+        return self._conversation
+
+    def compact(self, room: int, plan: Plan) -> None:
+        """The strategy's compaction into ``room`` (reversible as the request says);
+        kept over a room short of the budget (``overflow="best_effort"``) is a
+        :class:`BudgetError`, so the driver tries a larger room."""
+        request = self._request
+        conv = self._conv().with_budget(room)
         if request.reversible:
             done, self._round_id = compact_reversibly(request.strategy, conv, request.rounds)
         else:

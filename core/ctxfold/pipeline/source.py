@@ -34,11 +34,14 @@ class Plan:
         fits: what is there fits the budget already: a compaction that does not fit
             the budget less ``want`` is not tried at the whole budget (the view is
             shown as it is).
+        fixed: the tokens no room for a compaction goes below (what the strategy
+            pins, a call still waiting for its results): a smaller room is not tried.
     """
 
     compacts: bool = False
     want: int = 0
     fits: bool = False
+    fixed: int = 0
 
 
 @dataclass(frozen=True)

@@ -143,12 +143,15 @@ def compact_reversibly(
     budget = conv.budget
     reserve = _reserve(strategy, settings, conv)
     for _ in range(_MAX_TRIES):
+        room = max(budget - reserve, 1)
         try:
-            done = strategy.compact(conv.with_budget(max(budget - reserve, 1)))
+            done = strategy.compact(conv.with_budget(room))
         except BudgetError:
             if reserve > _MIN_BLOCK:  # no room for references, then only the bare tag
                 reserve = _FIXED_RESERVE if reserve > _FIXED_RESERVE else _MIN_BLOCK
                 continue
+            if room >= budget:  # the whole budget did not hold what must be kept
+                raise
             break
         batch = Batch(store)
         final, round_id = _mark(

@@ -16,7 +16,7 @@ from ..tokens import TokenCounter
 from ..units import group_units
 from .history import History
 
-__all__ = ["Counts", "Fold", "compact", "counting", "open_start"]
+__all__ = ["Counts", "Fold", "Intake", "compact", "counting", "intake", "open_start"]
 
 
 @dataclass(frozen=True)
@@ -141,46 +141,66 @@ def open_start(messages: Sequence[Message], start: int) -> int:
     return len(messages)
 
 
-def compact(
-    strategy: Strategy,
-    settings: RoundSettings,
+@dataclass(frozen=True)
+class Intake:
+    """What one session compaction takes in: the previous prefix and the history since
+    (up to ``cut``) as one conversation, the history index each input stands for
+    (``None`` for a note), and their stored records."""
+
+    conv: Conversation
+    cut: int
+    sources: tuple[int | None, ...]
+    records: Sequence[bytes | None]
+
+    def fixed(self, pin_roles: Sequence[str]) -> int:
+        """The tokens no compaction of it goes below: the request's own and the
+        messages a strategy pinning ``pin_roles`` keeps whole."""
+        return self.conv.pinned(pin_roles)[2]
+
+
+def intake(
     counter: TokenCounter,
     history: History,
     previous: Fold | None,
     cut: int,
-    target: int,
     tokens: Sequence[int],
     rarity: WordCounts | None = None,
     task: str = "",
-) -> Fold:
-    """Compact the previous prefix and ``history[previous.upto:cut]`` (whose token
-    counts are ``tokens``) to at most ``target`` tokens in a reversible round (raises
-    :class:`ctxfold.BudgetError` when what must be kept cannot fit); ``rarity``: the
-    word counts of the whole history, ``task``: what its user first said."""
+) -> Intake:
+    """The previous prefix and ``history[previous.upto:cut]`` (whose token counts are
+    ``tokens``) as a compaction takes them in; ``rarity``: the word counts of the whole
+    history, ``task``: what its user first said."""
     start = previous.upto if previous else 0
     prefix = previous.prefix if previous else ()
     inputs = [*prefix, *history[start:cut]]
-    sources = [*(previous.sources if previous else ()), *range(start, cut)]
     conv = Conversation.of(
         inputs,
-        budget=target,
+        budget=1,  # each target sets its own
         counter=counter,
         grouping=group_units(inputs),
         rarity=rarity,
         tokens=[*map(counter.count_message, prefix), *tokens],
         task=task,
     )
+    sources = (*(previous.sources if previous else ()), *range(start, cut))
     records = history.rows(start, cut).after(len(prefix))  # stored: not encoded again
-    done, round_id = compact_reversibly(strategy, conv, settings, records)
+    return Intake(conv, cut, sources, records)
+
+
+def compact(strategy: Strategy, settings: RoundSettings, taken: Intake, target: int) -> Fold:
+    """Compact what was ``taken`` in to at most ``target`` tokens in a reversible round
+    (raises :class:`ctxfold.BudgetError` when what must be kept cannot fit)."""
+    conv, sources = taken.conv.with_budget(target), taken.sources
+    done, round_id = compact_reversibly(strategy, conv, settings, taken.records)
     out = list(done.messages)
-    shows = sources_of(inputs, out, done.trace, round_id)  # the input each output shows
+    shows = sources_of(conv.messages, out, done.trace, round_id)  # the input each shows
     decisions = tuple(
         Decision(src, d.action, d.reason, d.tokens_before, d.tokens_after, d.step, d.flags)
         for d in done.trace
         if (src := sources[d.index]) is not None
     )
     return Fold(
-        cut,
+        taken.cut,
         tuple(out),
         tuple(None if j is None else sources[j] for j in shows),
         decisions,

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 from types import MappingProxyType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from ..contract import Prepares, WordCounts
 from ..exceptions import BudgetError
@@ -16,13 +16,22 @@ from ..messages import Message
 from ..pipeline import Plan, View
 from ..recall import RecallIndex
 from ..result import from_user
-from .fold import Counts, compact, open_start
+from .fold import Counts, Intake, compact, intake, open_start
 from .settings import Fill
 
 if TYPE_CHECKING:
     from .session import Session
 
 __all__ = ["SessionSource"]
+
+
+class _Taken(NamedTuple):
+    """What a render's compaction takes in, the tokens of a call still waiting for its
+    results (left out of it), and the token counts of the history messages in it."""
+
+    intake: Intake
+    waiting: int
+    tokens: list[int]
 
 
 class SessionSource:
@@ -33,6 +42,7 @@ class SessionSource:
         self._size = len(session._history)
         self._budget = 0
         self._fill = Fill.ROOM
+        self._intake: _Taken | None = None
 
     @property
     def history(self) -> Sequence[Message]:
@@ -68,7 +78,8 @@ class SessionSource:
             s._memo.turn()
         if not compacting or s._fold is not None:
             self._prepare(self._size - 1 if compacting else self._size)
-        return Plan(compacts=compacting, want=want, fits=not over)
+        fixed = self._fixed() if compacting else 0
+        return Plan(compacts=compacting, want=want, fits=not over, fixed=fixed)
 
     def compact(self, room: int, plan: Plan) -> None:
         """Compact into ``room``, the compaction marked with the room the render asked
@@ -135,37 +146,44 @@ class SessionSource:
             return s._view_tokens() > budget
         return room > budget - want
 
+    def _taken(self) -> _Taken:
+        """What this render's compaction takes in (the previous prefix and the history
+        since, up to a call still waiting for its results), found once per render."""
+        if self._intake is None:
+            s = self._session
+            history = s._history
+            cut = open_start(history, s._upto())
+            whole = s._fold is None and cut == len(history)  # its own word rarity
+            rarity = None if whole else WordCounts(len(history), MappingProxyType(s._words))
+            task = "" if whole else next((m.text for m in history if from_user(m)), "")
+            tokens = s._tokens(s._upto(), cut)  # what it takes in: given, then stored
+            taken = intake(s.counter, history, s._fold, cut, tokens, rarity, task)
+            self._intake = _Taken(taken, s._cum[-1] - s._cum[cut], tokens)
+        return self._intake
+
+    def _fixed(self) -> int:
+        """The tokens no room for a compaction goes below: a call still waiting for its
+        results, and what the strategy pins (when it refuses a room that cannot hold
+        them; one that keeps them over the room anyway is given the room)."""
+        taken, strategy = self._taken(), self._session.strategy
+        pinned = taken.intake.fixed(strategy.pin_roles) if strategy.overflow == "error" else 0
+        return taken.waiting + pinned
+
     def _compact(self, budget: int, asked: int) -> None:
         """Compact as the plan's fill says: to the low-water mark, or to the whole
         ``budget`` (also when what must be kept does not fit lower); the compaction is
         marked with the room the render ``asked`` for, stored, and made current."""
         s, fill = self._session, self._fill
-        history = s._history
-        cut = open_start(history, s._upto())
-        waiting = s._cum[-1] - s._cum[cut]  # a call still waiting for its results
+        taken, waiting, tokens = self._taken()
         room = budget - waiting
         low = int(s._low_share(budget) * budget) if fill is Fill.LOW_WATER else budget
         error: BudgetError | None = None
-        whole = s._fold is None and cut == len(history)  # its own word rarity
-        rarity = None if whole else WordCounts(len(history), MappingProxyType(s._words))
-        task = "" if whole else next((m.text for m in history if from_user(m)), "")
-        tokens = s._tokens(s._upto(), cut)  # what it takes in: given, then stored
+        fixed = self._fixed() - waiting  # a target below it is refused: not tried
         for target in dict.fromkeys((min(low, room), room)):
-            if target <= 0:
+            if target <= 0 or (target < fixed and target < room):
                 continue
             try:
-                fold = compact(
-                    s.strategy,
-                    s._rounds,
-                    s.counter,
-                    history,
-                    s._fold,
-                    cut,
-                    target,
-                    tokens,
-                    rarity,
-                    task,
-                )
+                fold = compact(s.strategy, s._rounds, taken, target)
             except BudgetError as exc:
                 error = exc
                 continue

@@ -929,7 +929,7 @@ def test_every_compaction_is_given_the_counts_its_counter_gives(
         _drive(s, msgs[:half], budget)
         again = Session.load(f"s{k}", store=store, budget=budget, redact=redact)
         _replay(again, msgs[half:], budget)
-    assert len(given) > 20
+    assert len(given) > 10  # one per compaction, whatever targets it tries
     assert all(tokens == counted for tokens, counted in given)
 
 
