@@ -10,7 +10,6 @@ from llama_index.core.memory import BaseMemoryBlock
 from pydantic import ConfigDict, PrivateAttr
 
 from ctxfold import BudgetError
-from ctxfold.messages import transcript
 from ctxfold.recall import default_query
 from ctxfold.session import Session
 from ctxfold.session.follow import store_for
@@ -82,19 +81,5 @@ class CompressedHistoryBlock(BaseMemoryBlock[str]):
             return None
 
     async def _text(self, budget: int) -> str:
-        """The history as text within ``budget`` tokens (the render is counted as
-        messages, the text without their framing but with speaker tags: checked)."""
-        if not len(self._session):
-            return ""
-        count, room = self._session.counter.count_text, budget
-        for _ in range(4):
-            rendered = await self._session.arender(max(room, 1), query=self._query)
-            text = transcript(rendered.messages)
-            if count(text) <= budget:
-                return text
-            room = room * budget // count(text) - 1
-        raise BudgetError(
-            f"the history block does not fit in {budget} tokens: raise token_limit",
-            required=count(text),
-            budget=budget,
-        )
+        """The history as text within ``budget`` tokens (:meth:`ctxfold.Session.text`)."""
+        return await self._session.atext(budget, query=self._query)

@@ -10,6 +10,7 @@ from .exceptions import ConfigurationError
 from .formats import read_messages
 from .messages import Message, transcript
 from .models.summarizers import fit_summary
+from .pipeline.text import fit_text
 from .recall import Query, check_query
 from .result import CompressionResult, is_note
 from .strategies.base import check_takes, compress_with
@@ -17,8 +18,6 @@ from .strategies.registry import resolve_strategy
 from .tokens import check_budget, get_counter
 
 __all__ = ["Compression", "compress", "condense"]
-
-_CONDENSE_TRIES = 3
 
 
 def compress(
@@ -134,18 +133,13 @@ def condense(
     whole = transcript(msgs)
     if count.count_text(whole) <= max_tokens and not getattr(compressor, "redact", False):
         return whole  # (redacting, even a short history goes through compress's masking)
-    budget = max_tokens
-    text = whole
-    for _ in range(_CONDENSE_TRIES):  # message framing and text framing count apart
+
+    def write(budget: int) -> str:
         result = compress_with(compressor, msgs, budget=budget, counter=count, query=False)
-        text = _written(result.messages)
-        over = count.count_text(text) - max_tokens
-        if over <= 0:
-            return text
-        budget -= over
-        if budget < 1:  # the framing alone passes max_tokens: no budget to try
-            break
-    return fit_summary(text, max_tokens, count)
+        return _written(result.messages)
+
+    text, fits = fit_text(write, max_tokens, count)
+    return text if fits else fit_summary(text, max_tokens, count)
 
 
 def _written(messages: Sequence[Message]) -> str:

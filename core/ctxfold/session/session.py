@@ -23,14 +23,16 @@ from .._registry import check_options
 from .._state import owning
 from ..contract import CounterSpec, MessageLike
 from ..exceptions import (
+    BudgetError,
     ConfigurationError,
     CorruptRecordError,
     SessionNotFoundError,
 )
 from ..formats import CTXFOLD, PLAIN, read_messages
-from ..messages import Message
+from ..messages import Message, transcript
 from ..models.embedders import get_embedder
 from ..pipeline import Request, run
+from ..pipeline.text import fit_text
 from ..recall import (
     Query,
     check_query,
@@ -319,6 +321,33 @@ class Session(SessionState):
         )
         with self._lock, owning(self._memo):
             return run(request, SessionSource(self))
+
+    def text(self, max_tokens: int | None = None, *, query: Query = None) -> str:
+        """The history as text of at most ``max_tokens`` tokens (default: the session's
+        budget): a render written as a transcript (``role: text`` lines, see
+        :func:`ctxfold.messages.transcript`), for a framework that wants a string
+        (LlamaIndex's memory blocks). ``""`` for an empty session;
+        :class:`ctxfold.BudgetError` when even compacted it does not fit (a transcript
+        counts apart from the messages it writes: the render is made again in a room
+        smaller by what it measured over)."""
+        limit = self._budget(max_tokens)
+        if not len(self._history):
+            return ""
+        written = fit_text(
+            lambda room: transcript(self.render(room, query=query).messages), limit, self.counter
+        )
+        if not written.fits:
+            need = self.counter.count_text(written.text)
+            raise BudgetError(
+                f"the history as text takes {need} tokens, over the {limit} asked: raise it",
+                required=need,
+                budget=limit,
+            )
+        return written.text
+
+    async def atext(self, max_tokens: int | None = None, *, query: Query = None) -> str:
+        """:meth:`text` in a worker thread; the same text."""
+        return await asyncio.to_thread(self.text, max_tokens, query=query)
 
     async def aadd(self, messages: Iterable[MessageLike] | MessageLike) -> None:
         """:meth:`add` in a worker thread (the store may do I/O)."""

@@ -1047,3 +1047,29 @@ def test_a_misspelt_session_option_names_the_closest_and_every_valid_one(given, 
     assert message.startswith(f"Session has no option {given!r} (did you mean {meant!r}?)")
     assert "low_water" in message and "recall_share" in message
     assert Session("s", budget=500, strategy="auto").budget == 500  # the right ones pass
+
+
+def test_the_history_as_text_fits_what_is_asked() -> None:
+    """``Session.text``: a render written as a transcript within ``max_tokens``, made
+    again in a smaller room when the text counts over; ``""`` for an empty session; a
+    ``BudgetError`` when even the system prompt does not fit."""
+    from ctxfold.messages import transcript
+
+    counter = ctxfold.TiktokenCounter("o200k_base")
+    s = Session(counter=counter, budget=600)
+    assert s.text() == ""
+    s.add({"role": "system", "content": "You answer questions about the trip."})
+    for k in range(40):
+        s.add({"role": "user", "content": f"Day {k}: we visited museum M{k} in town T{k}."})
+        s.add({"role": "assistant", "content": f"Noted: M{k} in T{k} on day {k}."})
+    for limit in (600, 300, 150):
+        text = s.text(limit, query=False)
+        assert 0 < counter.count_text(text) <= limit
+        assert text.startswith("system: You answer questions about the trip.")
+    # a history that fits is its whole transcript
+    small = Session(counter=counter)
+    small.add([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}])
+    assert small.text(100) == transcript(small.history)
+    assert asyncio.run(small.atext(100)) == small.text(100)
+    with pytest.raises(BudgetError):
+        s.text(8)
