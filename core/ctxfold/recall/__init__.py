@@ -32,6 +32,7 @@ __all__ = [
     "recall",
     "resolve_query",
     "search",
+    "share_for",
     "wanted",
 ]
 
@@ -50,8 +51,15 @@ AGENT_SHARE = 0.0
 
 def default_share(messages: Sequence[Message]) -> float:
     """The recall share for a history: :data:`AGENT_SHARE` when it has tool calls or
-    results, else :data:`CHAT_SHARE`."""
-    return AGENT_SHARE if uses_tools(messages) else CHAT_SHARE
+    results, else :data:`CHAT_SHARE` (:func:`share_for`)."""
+    return share_for(agentic=uses_tools(messages))
+
+
+def share_for(*, agentic: bool) -> float:
+    """The recall share by default: :data:`AGENT_SHARE` for an agent's run (a history
+    with tool calls or results), :data:`CHAT_SHARE` for a chat; a session that knows
+    which it is, as far as it has seen, asks here."""
+    return AGENT_SHARE if agentic else CHAT_SHARE
 
 
 _MIN_ROOM = 24  # tokens: less room than this recalls nothing

@@ -16,7 +16,7 @@ from .._state import OwnMemo
 from ..formats import CTXFOLD, MessageFormat
 from ..messages import Message, uses_tools
 from ..models.embedders import Embedder
-from ..recall import AGENT_SHARE, CHAT_SHARE, RecallIndex, wanted
+from ..recall import RecallIndex, share_for, wanted
 from ..result import Decision, Trace
 from ..reversible.redaction import redact
 from ..text.scoring import content_words
@@ -197,4 +197,4 @@ class SessionState:
             seen = self._history[self._agentic_seen :]
             self._agentic = uses_tools(seen)
             self._agentic_seen = len(self._history)
-        return AGENT_SHARE if self._agentic else CHAT_SHARE
+        return share_for(agentic=self._agentic)
