@@ -18,8 +18,8 @@ from ..exceptions import ConcurrentWriteError, CorruptRecordError
 from ..messages import Message
 from ..recall import Query
 from ..result import RECALL_KEY, CompressionResult, without_recall
-from ..storage.store import MemoryStore, VerbatimStore
-from .session import Session, _session_store
+from ..storage.store import MemoryStore, VerbatimStore, session_store
+from .session import Session
 
 __all__ = ["Followed", "Follower", "frozen", "store_for"]
 
@@ -47,7 +47,7 @@ def store_for(
     signs and keys with the process's key, as the shared store does, so its output is
     what the shared store's would be."""
     if store is None and session_id is None:
-        return MemoryStore(key=_session_store().key)
+        return MemoryStore(key=session_store().key)
     return store
 
 
