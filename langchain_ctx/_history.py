@@ -15,12 +15,13 @@ from langchain_core.prompts import BasePromptTemplate
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 from typing_extensions import Unpack
 
-from ctxfold import BudgetError, ConfigurationError
+from ctxfold import ConfigurationError
 from ctxfold.recall import Query, default_query
 from ctxfold.session import CompactionOptions, Follower, Session
 from ctxfold.session.follow import store_for
 from ctxfold.storage import VerbatimStore
 from ctxfold.strategies.options import check_count
+from ctxfold.tokens import room_left
 
 from ._convert import from_langchain, snapshot, to_langchain
 from ._options import check_settings
@@ -141,17 +142,12 @@ class CompressedChatMessageHistory(BaseChatMessageHistory):
         budget, counter = self.session.budget or 0, self.session.counter
         beside = from_langchain(list(sent))
         # The reply's priming is counted once, in the view.
-        room = budget - self.reserve
+        sent_too = self.reserve
         if beside:
-            room -= counter.count_messages(beside) - counter.count_messages([])
-        if room <= 0:
-            raise BudgetError(
-                f"what the prompt sends beside the history ({budget - self.reserve - room} "
-                f"tokens, reserve included) leaves none of the budget of {budget}: "
-                "raise the budget",
-                required=budget - room + 1,
-                budget=budget,
-            )
+            sent_too += counter.count_messages(beside) - counter.count_messages([])
+        room = room_left(
+            budget, sent_too, "what the prompt sends beside the history (reserve included)"
+        )
         query: Query = default_query(beside) if beside else None
         return to_langchain(self._follower.render(wrapped, room, query=query).messages)
 

@@ -29,7 +29,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage, SystemMessage
 from langgraph.config import get_config
 
-from ctxfold.exceptions import BudgetError, ConfigurationError
+from ctxfold.exceptions import ConfigurationError
 from ctxfold.result import CompressionResult
 from ctxfold.reversible import ExpandTool
 from ctxfold.session import CompactionOptions, Follower, Session
@@ -43,6 +43,7 @@ from ctxfold.storage import (
     get_session_store,
     put_new,
 )
+from ctxfold.tokens import room_left
 
 from ._convert import from_langchain, snapshot, to_langchain
 
@@ -174,15 +175,7 @@ class ThreadViews:
         budget = self.budget if budget is None else budget
         if budget is None:
             raise ConfigurationError("no budget: pass one to the view or to ThreadViews")
-        room = int(budget / scale) - fixed
-        if room <= 0:
-            raise BudgetError(
-                f"the system prompt and tool schemas take {fixed} tokens, the whole budget "
-                f"of {budget}: raise the budget or shorten them",
-                required=fixed + 1,
-                budget=budget,
-            )
-        return room
+        return room_left(int(budget / scale), fixed, "the system prompt and tool schemas")
 
     def view(
         self,

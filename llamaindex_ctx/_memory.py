@@ -16,6 +16,7 @@ from ctxfold import BudgetError, ConfigurationError, Message
 from ctxfold.session import Follower, Session
 from ctxfold.session.follow import store_for
 from ctxfold.strategies.options import check_count
+from ctxfold.tokens import room_left
 
 from ._convert import from_llamaindex, snapshot, to_llamaindex
 from ._options import check_fields
@@ -184,15 +185,8 @@ class CompressedChatMemory(BaseChatStoreMemory):
             beside += count(Message("system", ""))
         if asked is not None and not _ends_on(stored, asked):
             beside += count(Message("user", asked))  # sent after the history
-        room = self.token_limit - beside
-        if room <= 0:
-            raise BudgetError(
-                f"the {beside} tokens sent beside the history (system prompt, input, "
-                f"reserve) leave none of the memory's token_limit of {self.token_limit}: "
-                "raise token_limit",
-                required=beside + 1,
-                budget=self.token_limit,
-            )
+        what = "the system prompt, input and reserve sent beside the history"
+        room = room_left(self.token_limit, beside, what, setting="token_limit")
         try:
             rendered = self._follower.render(stored, room, query=asked)
         except BudgetError as exc:

@@ -14,7 +14,7 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ._state import LRU, on_clear
-from .exceptions import ConfigurationError, MissingDependencyError
+from .exceptions import BudgetError, ConfigurationError, MissingDependencyError
 from .messages import Message
 from .validity import SYSTEM_ROLES
 from .wire.costs import part_tokens
@@ -29,6 +29,7 @@ __all__ = [
     "TokenCounter",
     "check_budget",
     "get_counter",
+    "room_left",
     "share_budget",
 ]
 
@@ -443,6 +444,22 @@ def check_budget(budget: object) -> int:
             "tokens the history may take in the model's context (budget=4000, say)"
         )
     return budget
+
+
+def room_left(budget: int, beside: int, what: str, setting: str = "the budget") -> int:
+    """The tokens ``budget`` leaves the history when ``beside`` go to what a request
+    sends with it (``what`` names it: "the system prompt and tool schemas"): the one
+    check the wrappers make before a render; a :class:`ctxfold.BudgetError` saying
+    what to do when none are left (``setting``: what the user calls the budget)."""
+    room = budget - beside
+    if room <= 0:
+        raise BudgetError(
+            f"{what} take {beside} tokens, leaving none of {setting} ({budget}) for the "
+            f"history: raise {setting} or send less beside it",
+            required=beside + 1,
+            budget=budget,
+        )
+    return room
 
 
 def share_budget(messages: Sequence[Message], share: float, counter: TokenCounter) -> int:

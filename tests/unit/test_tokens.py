@@ -264,3 +264,14 @@ def test_get_counter_accepts_names_counters_and_functions():
         get_counter(3.5)  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match="per_message"):
         TiktokenCounter(per_message=-1)
+
+
+def test_the_room_left_for_a_history_is_checked_in_one_place() -> None:
+    from ctxfold import BudgetError
+    from ctxfold.tokens import room_left
+
+    assert room_left(4000, 1500, "the system prompt") == 2500
+    with pytest.raises(BudgetError, match=r"raise token_limit") as err:
+        room_left(1000, 1000, "the system prompt and tools", setting="token_limit")
+    assert (err.value.required, err.value.budget) == (1001, 1000)
+    assert "the system prompt and tools take 1000 tokens" in str(err.value)
