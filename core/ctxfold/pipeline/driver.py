@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from typing import Literal, TypeVar, overload
 
 from ..exceptions import BudgetError
@@ -45,7 +46,7 @@ def run(request: Request, source: Source) -> CompressionResult:
         query = resolve_query(source.history, request.query) if share else None
         plan = source.plan(budget, query, share)
         if plan.compacts:
-            compact = lambda room: source.compact(room, plan)  # noqa: E731
+            compact = partial(source.compact, plan=plan)
             compact_into(compact, budget, plan.want, fits=plan.fits, fixed=plan.fixed)
         view = source.view()
         if query and view.recall_until > 0:

@@ -15,7 +15,7 @@ from ..recall import RecallIndex, default_share, wanted
 from ..result import Decision, flagged
 from ..reversible.redaction import REDACTED, redact
 from ..reversible.rounds import compact_reversibly
-from ..storage.store import get_store
+from ..storage.store import VerbatimStore, get_store
 from ..units import group_units
 from .request import Request
 from .source import Plan, View
@@ -121,26 +121,31 @@ class Given:
 
     def view(self) -> View:
         request, done = self._request, self._done
-        store = get_store(request.rounds.store)
+        warnings = self._grouping.warnings()
         if done is None:  # it fits: every message as given
             count = request.counter.count_message
             trace = [
                 Decision(i, "kept", "fits_budget", t, t, request.strategy.name)
                 for i, t in enumerate(count(m) for m in self._messages)
             ]
-            warnings, masked = self._grouping.warnings(), store if self._masked else None
-            return View(self._messages, trace, given=self._given, warnings=warnings, store=masked)
+            store = self._store(bool(self._masked))
+            return View(self._messages, trace, given=self._given, warnings=warnings, store=store)
         return View(
             done.messages,
             done.trace,
             savings=done.savings,
             round_id=self._round_id,
             recall_until=len(self._messages) - 1,  # the newest: shown, and what is answered
-            recall_store=store if request.reversible else None,
+            recall_store=self._store(request.reversible),
             given=self._given,
-            warnings=self._grouping.warnings(),
-            store=store if self._round_id or self._masked else None,
+            warnings=warnings,
+            store=self._store(bool(self._round_id or self._masked)),
         )
+
+    def _store(self, named: bool) -> VerbatimStore | None:
+        """The request's store when the result names it (resolved only then: a
+        history that fits opens no store)."""
+        return get_store(self._request.rounds.store) if named else None
 
     def closed(self, view: View) -> View:
         """``view`` with the masked messages flagged ``redacted`` in its trace."""

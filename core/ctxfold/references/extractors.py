@@ -22,7 +22,13 @@ from .._state import on_clear
 from ..exceptions import ConfigurationError
 from ..messages import Message
 from ..text.fences import FenceSyntax, fences
-from ..text.primitives import find_identifiers, json_strings, json_values, split_sentences
+from ..text.primitives import (
+    clipped,
+    find_identifiers,
+    json_strings,
+    json_values,
+    split_sentences,
+)
 from ..text.secrets import mask
 from ..text.wordlists import ordered_word_list, word_list
 
@@ -379,8 +385,7 @@ def extract_snippets(text: str) -> Iterator[Found]:
         lang = block.info.lower()
         code = text[block.body_start : block.body_end].strip("\n")
         if lang not in _SHELL_LANGS and code.strip():
-            value = code if len(code) <= _MAX_SNIPPET else code[: _MAX_SNIPPET - 3] + "..."
-            yield value, lang or "code", block.body_start
+            yield clipped(code, _MAX_SNIPPET), lang or "code", block.body_start
 
 
 _DECISION = re.compile(

@@ -84,7 +84,7 @@ class SessionSource:
     def compact(self, room: int, plan: Plan) -> None:
         """Compact into ``room``, the compaction marked with the room the render asked
         for, and commit it."""
-        self._compact(room, self._budget - plan.want)
+        self._compact(room, self._budget - plan.want, plan.fixed)
 
     def view(self) -> View:
         """The compaction's prefix, then the history since; recall quotes what the
@@ -169,18 +169,18 @@ class SessionSource:
         pinned = taken.intake.fixed(strategy.pin_roles) if strategy.overflow == "error" else 0
         return taken.waiting + pinned
 
-    def _compact(self, budget: int, asked: int) -> None:
+    def _compact(self, budget: int, asked: int, fixed: int) -> None:
         """Compact as the plan's fill says: to the low-water mark, or to the whole
-        ``budget`` (also when what must be kept does not fit lower); the compaction is
-        marked with the room the render ``asked`` for, stored, and made current."""
+        ``budget`` (also when what must be kept does not fit lower; a target below
+        ``fixed``, see :meth:`_fixed`, is not tried); the compaction is marked with the
+        room the render ``asked`` for, stored, and made current."""
         s, fill = self._session, self._fill
         taken, waiting, tokens = self._taken()
         room = budget - waiting
         low = int(s._low_share(budget) * budget) if fill is Fill.LOW_WATER else budget
         error: BudgetError | None = None
-        fixed = self._fixed() - waiting  # a target below it is refused: not tried
         for target in dict.fromkeys((min(low, room), room)):
-            if target <= 0 or (target < fixed and target < room):
+            if target <= 0 or (target < fixed - waiting and target < room):
                 continue
             try:
                 fold = compact(s.strategy, s._rounds, taken, target)

@@ -277,18 +277,18 @@ def truncate_observation(
     search = named.search if named is not None else _never
     weights = distinctness(middle)
     errors = _mentions(middle, (*_ERROR_WORDS, *_WARNS))  # the lines ERROR_LINE can find
-    rank = [  # errors and what the task names, then lines unlike the rest, then warnings
-        0
-        if search(ln) or (k in errors and _severe(ln))
-        else 1
-        if w >= 1.0
-        else 2
-        if k in errors and ERROR_LINE.search(ln)
-        else 3
-        for k, (ln, w) in enumerate(zip(middle, weights, strict=True))
-    ]
+
+    def rank(k: int, ln: str, w: float) -> int:
+        """0: an error or what the task names; 1: unlike the rest; 2: a warning; 3: cut."""
+        if search(ln) or (k in errors and _severe(ln)):
+            return 0
+        if w >= 1.0:
+            return 1
+        return 2 if k in errors and ERROR_LINE.search(ln) else 3
+
+    ranks = [rank(k, ln, w) for k, (ln, w) in enumerate(zip(middle, weights, strict=True))]
     kept = sorted(
-        sorted((k for k, r in enumerate(rank) if r < 3), key=rank.__getitem__)[:max_lines]
+        sorted((k for k, r in enumerate(ranks) if r < 3), key=ranks.__getitem__)[:max_lines]
     )
     cut = len(middle) - len(kept)
     cut_chars = sum(len(ln) for ln in middle) - sum(len(middle[k]) for k in kept)

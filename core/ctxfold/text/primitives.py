@@ -21,6 +21,7 @@ __all__ = [
     "INLINE_CODE",
     "KIND_WEIGHT",
     "TokenSet",
+    "clipped",
     "find_identifiers",
     "protected_spans",
     "split_lines",
@@ -410,3 +411,9 @@ _WORD = re.compile(r"[A-Za-z][A-Za-z'-]*[A-Za-z]|\d+")
 def words(text: str) -> list[str]:
     """Lower-cased words and numbers, for scoring."""
     return [w.lower() for w in _WORD.findall(text)]
+
+
+def clipped(text: str, limit: int) -> str:
+    """``text`` when it has at most ``limit`` characters, else its first ones and
+    ``...``, ``limit`` in all: a command, a step or an error line as a note shows it."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -16,6 +16,7 @@ from typing import NamedTuple
 from ..._json import loads as json_loads
 from ..._state import LRU, memo
 from ...messages import Message, ToolCall
+from ...text.primitives import clipped
 from ...text.secrets import mask
 
 __all__ = [
@@ -153,8 +154,7 @@ def _step(item: object) -> tuple[str, str] | None:
     if text is None:
         return None
     text = mask(" ".join(text.split()))
-    short = text if len(text) <= _STEP_CHARS else text[: _STEP_CHARS - 3] + "..."
-    return _STATUS.get(status.lower().replace("-", "_"), "todo"), short
+    return _STATUS.get(status.lower().replace("-", "_"), "todo"), clipped(text, _STEP_CHARS)
 
 
 #: Where a step's text is, and what its status says.
@@ -220,8 +220,7 @@ def command_of(c: ToolCall) -> str:
     here-document's body), else the call with its arguments; shortened."""
     command = _shell(c)
     text = f"{c.name}({c.arguments})" if command is None else "; ".join(shell_lines(command))
-    text = " ".join(text.split())
-    return text if len(text) <= _COMMAND_CHARS else text[: _COMMAND_CHARS - 3] + "..."
+    return clipped(" ".join(text.split()), _COMMAND_CHARS)
 
 
 def touches(c: ToolCall) -> list[tuple[str, Touch]]:

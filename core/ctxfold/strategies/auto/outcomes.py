@@ -9,6 +9,7 @@ import re
 from collections import deque
 
 from ..._state import LRU, memo
+from ...text.primitives import clipped
 from ...text.scoring import severe
 
 __all__ = ["failure"]
@@ -65,7 +66,7 @@ def _failure(result: str) -> str | None:
         line = f"exit {status}: {line}" if line else f"exit {status}"
     if line is None:
         return None
-    return line if len(line) <= _ERROR_CHARS else line[: _ERROR_CHARS - 3] + "..."
+    return clipped(line, _ERROR_CHARS)
 
 
 def _last_line(pattern: re.Pattern[str], text: str) -> str | None:
