@@ -5,6 +5,8 @@
   query, reversibility, recall settings), frozen;
 - :mod:`.source`: the :class:`Source` protocol a history is run through, the
   :class:`Plan` a source makes for a call and the :class:`View` it shows;
+- :mod:`.ledger`: :class:`Ledger`, the one account of a call's budget (what each
+  stage charges, the room left) and the rule for its one retry;
 - :mod:`.given`: :class:`Given`, a history given whole (``compress``); a session's
   state is the other source (:mod:`ctxfold.session.source`);
 - :mod:`.driver`: :func:`run`, the stages in order (open, query, plan, compact, view,
@@ -17,22 +19,28 @@
 from __future__ import annotations
 
 from .call import Call, opened
-from .driver import compact_into, recall_room, run
+from .driver import recall_room, run
 from .given import Given
+from .ledger import Ledger, Reserve
 from .request import Query, Request, check_query
-from .source import Plan, Source, View
+from .source import Attempt, Outcome, Plan, Source, View, judged, refused
 
 __all__ = [
+    "Attempt",
     "Call",
     "Given",
+    "Ledger",
+    "Outcome",
     "Plan",
     "Query",
     "Request",
+    "Reserve",
     "Source",
     "View",
     "check_query",
-    "compact_into",
+    "judged",
     "opened",
     "recall_room",
+    "refused",
     "run",
 ]

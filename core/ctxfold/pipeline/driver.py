@@ -5,10 +5,12 @@ this order, here and nowhere else.
    counted);
 2. the recall share and the query (:func:`ctxfold.recall.resolve_query`; none when
    the share is 0);
-3. the source's :class:`~.source.Plan`: whether it compacts, and the room the query's
-   passages want;
-4. compact into the budget less that room, then less half of it, then the whole
-   budget (:func:`compact_into`);
+3. the source's :class:`~.source.Plan`: whether it compacts, and its
+   :class:`~.ledger.Ledger`, the budget as its stages charge it (the room the query's
+   passages want, a call waiting for its results, a session's low-water mark);
+4. compact: a first try in the ledger's room (the round's share charged), counted
+   exactly, and at most one more, shrunk by the overshoot it measured or with the
+   optional charges given up (:func:`_compacted`): the only retry of a call;
 5. the source's :class:`~.source.View`;
 6. recall: the passages of what the view folded that the query finds, in the room
    the view leaves (at most the share of the budget, :func:`recall_room`);
@@ -18,22 +20,16 @@ this order, here and nowhere else.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable
 from dataclasses import replace
-from functools import partial
-from typing import Literal, TypeVar, overload
 
-from ..exceptions import BudgetError
 from ..recall import recall, resolve_query
 from ..result import CompressionResult
 from .call import opened
+from .ledger import Ledger, Reserve
 from .request import Request
-from .source import Source, View
+from .source import Attempt, Outcome, Source, View
 
-__all__ = ["compact_into", "recall_room", "run"]
-
-T = TypeVar("T")
+__all__ = ["recall_room", "run"]
 
 
 def run(request: Request, source: Source) -> CompressionResult:
@@ -45,9 +41,8 @@ def run(request: Request, source: Source) -> CompressionResult:
         share = source.recall_share(request.recall_share)
         query = resolve_query(source.history, request.query) if share else None
         plan = source.plan(budget, query, share)
-        if plan.compacts:
-            compact = partial(source.compact, plan=plan)
-            compact_into(compact, budget, plan.want, fits=plan.fits, fixed=plan.fixed)
+        if plan.ledger is not None:
+            _compacted(source, plan.ledger, fits=plan.fits)
         view = source.view()
         if query and view.recall_until > 0:
             view = _recalled(view, source, query, request, share)
@@ -85,41 +80,39 @@ def _recalled(view: View, source: Source, query: str, request: Request, share: f
     return replace(view, messages=found.messages, trace=found.flag(view.trace), tokens=None)
 
 
-@overload
-def compact_into(
-    compact: Callable[[int], T],
-    budget: int,
-    want: int,
-    *,
-    fits: Literal[False] = False,
-    fixed: int = 0,
-) -> T: ...
+def _compacted(source: Source, ledger: Ledger, *, fits: bool) -> None:
+    """Compact ``source`` in ``ledger``: a first try, counted exactly, then the
+    corrections its outcome calls for, each at most once (see :mod:`.ledger`): at most
+    three tries, the first that fits kept. A target below what must be
+    kept is not tried (the optional charges are given up first). ``fits``: what is
+    there fits the budget already, so the optional charges are not given up: a call
+    whose compaction does not fit shows the view as it is."""
+    if fits and ledger.floored() is not ledger:
+        return
+    ledger = ledger.floored()
+    tried = source.attempt(ledger)
+    while tried.outcome is not Outcome.FITS and (again := _next(tried, fits=fits)):
+        tried = source.attempt(again)
+    if tried.outcome in (Outcome.FITS, Outcome.KEPT_OVER):
+        source.keep(tried)
+    elif not fits:
+        assert tried.error is not None  # a source says why a try does not fit
+        raise tried.error
 
 
-@overload
-def compact_into(
-    compact: Callable[[int], T], budget: int, want: int, *, fits: bool, fixed: int = 0
-) -> T | None: ...
-
-
-def compact_into(
-    compact: Callable[[int], T], budget: int, want: int, *, fits: bool = False, fixed: int = 0
-) -> T | None:
-    """``compact(room)`` at the budget less the ``want`` tokens a query's passages
-    want, at the budget less half of them when what must be kept needs more, then at
-    the whole budget (the passages take what is left): the first that fits; a room
-    below ``fixed`` (what must be kept, as the source knows it) is not tried. Only the
-    last try's :class:`ctxfold.BudgetError` is raised. ``fits``: what is there fits
-    the budget already, so the whole budget is not tried (``None`` when no other
-    room fits)."""
-    # The whole budget is always the last try (never an empty list to index).
-    wanted = dict.fromkeys((budget - want, budget - want // 2))
-    rooms = [r for r in wanted if 0 < r < budget and r >= fixed]
-    rooms.append(budget)
-    for room in rooms[:-1]:
-        with contextlib.suppress(BudgetError):
-            return compact(room)
-    return None if fits else compact(rooms[-1])
+def _next(tried: Attempt, *, fits: bool) -> Ledger | None:
+    """The ledger of the try after ``tried``, each correction made once: shrunk by the
+    overshoot it measured, or its optional charges given up after a refusal or an
+    output kept over a target a relief raises (``None``: no other try)."""
+    ledger = tried.ledger
+    if tried.outcome is Outcome.OVER:
+        if ledger.charged(Reserve.OVERSHOOT):
+            return None
+        return ledger.shrunk(tried.tokens - ledger.target, tried.added)
+    relieved = None if fits else ledger.relief(tried.needed)
+    if tried.outcome is Outcome.KEPT_OVER and relieved and relieved.target <= ledger.target:
+        return None  # kept over a target no relief raises: kept as it is
+    return relieved
 
 
 def recall_room(budget: int, view: int, share: float) -> int:

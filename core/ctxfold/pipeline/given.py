@@ -14,11 +14,12 @@ from ..messages import Message
 from ..recall import RecallIndex, default_share, wanted
 from ..result import Decision, flagged
 from ..reversible.redaction import REDACTED, redact
-from ..reversible.rounds import compact_reversibly
+from ..reversible.rounds import Round, make_round, no_room, round_share
 from ..storage.store import VerbatimStore, get_store
 from ..units import group_units
+from .ledger import Ledger, Reserve
 from .request import Request
-from .source import Plan, View
+from .source import Attempt, Outcome, Plan, View, judged, over, refused
 
 __all__ = ["Given"]
 
@@ -84,12 +85,12 @@ class Given:
         if self._tokens <= budget:
             return Plan()
         if not query or not share:
-            return Plan(compacts=True)
+            return Plan(Ledger(budget))
         last = len(self._messages) - 1  # what is answered is never its own source
         cap, counter = int(share * budget), self._request.counter
         want = wanted(self.index(), query, until=last, cap=cap, counter=counter)
         pinned = self._conv().pinned(self._request.strategy.pin_roles)[2]
-        return Plan(compacts=True, want=want, fixed=pinned)
+        return Plan(Ledger(budget, fixed=pinned).charge(Reserve.RECALL, want))
 
     def _conv(self) -> Conversation:
         """The history as a conversation, counted once for every room tried."""
@@ -103,21 +104,38 @@ class Given:
             )
         return self._conversation
 
-    def compact(self, room: int, plan: Plan) -> None:
-        """The strategy's compaction into ``room`` (reversible as the request says);
-        kept over a room short of the budget (``overflow="best_effort"``) is a
-        :class:`BudgetError`, so the driver tries a larger room."""
-        request = self._request
-        conv = self._conv().with_budget(room)
-        if request.reversible:
-            done, self._round_id = compact_reversibly(request.strategy, conv, request.rounds)
-        else:
-            done, self._round_id = Compaction(*request.strategy.compact(conv)), None
-        if room < request.budget:
-            used = request.counter.count_messages(done.messages)
-            if used > room:
-                raise BudgetError(f"{used} tokens over {room}", required=used, budget=room)
+    def attempt(self, ledger: Ledger) -> Attempt:
+        """The strategy's compaction into ``ledger``'s room, a reversible round's share
+        charged first (as the request says), counted exactly."""
+        request, strategy = self._request, self._request.strategy
+        conv = self._conv().with_budget(ledger.target)
+        round_: Round | None = None
+        try:
+            if request.reversible:
+                share = round_share(strategy, request.rounds, conv, relieved=ledger.relieved)
+                ledger = ledger.charge(Reserve.ROUND, share.round)
+                ledger = ledger.charge(Reserve.REFERENCES, share.references)
+                round_ = make_round(strategy, conv, ledger.room, request.rounds)
+                done, tokens, added = round_.compaction, round_.tokens, round_.added
+            else:
+                done = Compaction(*strategy.compact(conv.with_budget(ledger.room)))
+                tokens, added = request.counter.count_messages(done.messages), 0
+        except BudgetError as exc:
+            return refused(ledger, exc)
+        outcome = judged(ledger, tokens, added, best_effort=strategy.overflow == "best_effort")
+        error = None
+        if outcome is not Outcome.FITS:
+            error = (
+                no_room(tokens + ledger.budget - ledger.target, ledger.budget)
+                if round_
+                else over(tokens, ledger)
+            )
+        return Attempt(ledger, outcome, tokens, added, error, made=(done, round_))
+
+    def keep(self, attempt: Attempt) -> None:
+        done, round_ = attempt.made
         self._done = done
+        self._round_id = None if round_ is None else round_.stored().round_id
 
     def view(self) -> View:
         request, done = self._request, self._done

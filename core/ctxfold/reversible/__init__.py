@@ -3,15 +3,18 @@ folds (:mod:`.rounds`, :mod:`.records`), gives them back (:mod:`.expand`) and le
 model read them on demand (:mod:`.tool`)."""
 
 from .expand import Expansion, expand, uncompress
-from .rounds import RoundSettings, compact_reversibly
+from .rounds import Round, RoundSettings, RoundShare, make_round, round_share
 from .tool import ExpandTool, expand_tool
 
 __all__ = [
     "ExpandTool",
     "Expansion",
+    "Round",
     "RoundSettings",
-    "compact_reversibly",
+    "RoundShare",
     "expand",
     "expand_tool",
+    "make_round",
+    "round_share",
     "uncompress",
 ]

@@ -1,10 +1,12 @@
 """Reversible compaction: nothing a compressor removes is lost, only folded.
 
-Reversibility is a layer around a :class:`~ctxfold.Strategy`: :func:`compact_reversibly`
-runs the strategy's public ``compact`` with room left for the round's line, then writes
-to the verbatim store, in one atomic batch, every input message under a content-derived
-id and the *round*: which messages went in, which came out, and which the model no
-longer sees (*hidden*).
+Reversibility is a layer around a :class:`~ctxfold.Strategy`: :func:`make_round` runs
+the strategy's public ``compact`` in the room the call's ledger leaves after what the
+round adds (:func:`round_share`), marks its output, and gathers for the verbatim store,
+in one atomic batch, every input message under a content-derived id and the *round*:
+which messages went in, which came out, and which the model no longer sees (*hidden*).
+The driver stores the round it keeps (:meth:`Round.stored`); a try it does not keep
+writes nothing.
 
 The output names the round in one line, ``[ctxfold round <id>: 21 earlier messages
 condensed]``: the first line of the strategy's note or summary, or of a block after the
@@ -18,7 +20,6 @@ back into the original.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
@@ -41,12 +42,19 @@ from ..storage.store import VerbatimStore, get_store
 from .expand import with_notes_known
 from .records import Batch, marker
 
-__all__ = ["Layered", "RoundSettings", "compact_reversibly", "round_heads"]
+__all__ = [
+    "Round",
+    "RoundSettings",
+    "RoundShare",
+    "make_round",
+    "no_room",
+    "round_heads",
+    "round_share",
+]
 
 _FIXED_RESERVE = 28  # tokens first set aside for the round's tag and a few markers
 _MIN_BLOCK = 16  # the bare round tag as a message
 _MIN_REFERENCES = 32  # tokens: the references' header, a group's label and a few items
-_MAX_TRIES = 5
 _SAMPLE_ID = "314159265358"  # for estimating what a round's head costs (any id costs that)
 _HEAD_SHARE = 50  # a note's full round line when it takes at most 1/50 of the free budget
 _NO_ROOM = (
@@ -54,7 +62,6 @@ _NO_ROOM = (
     "originals) take {need} tokens, over the budget of {budget}; raise the budget, pass "
     "reversible=False for a plain result, or overflow='best_effort'"
 )
-_log = logging.getLogger("ctxfold")
 
 
 @dataclass(frozen=True)
@@ -98,18 +105,44 @@ class RoundSettings:
         return int(self.reference_share * budget)
 
 
-class Layered(NamedTuple):
-    """A reversible round's output and the id it is stored under."""
+class RoundShare(NamedTuple):
+    """What a round adds to a strategy's output, set aside from the target before the
+    strategy compacts (see :class:`ctxfold.pipeline.ledger.Ledger`)."""
+
+    round: int  # its line (or what it adds to the note's head) and markers
+    references: int  # its references: given up first
+
+
+class Round(NamedTuple):
+    """A reversible round made but not stored yet: the marked output, the id it is
+    stored under, its exact count, what the round added to the strategy's output, and
+    the batch :meth:`stored` writes (in one atomic write)."""
 
     compaction: Compaction
     round_id: str
+    tokens: int
+    added: int
+    batch: Batch
+
+    def stored(self) -> Round:
+        """This round, its originals and record written to the store."""
+        self.batch.commit()
+        return self
 
 
-def _reserve(strategy: Strategy, settings: RoundSettings, conv: Conversation) -> int:
-    """Tokens first set aside for what the round adds to the strategy's output."""
+def round_share(
+    strategy: Strategy, settings: RoundSettings, conv: Conversation, *, relieved: bool = False
+) -> RoundShare:
+    """What a round of ``strategy`` over ``conv`` (at its target budget) sets aside:
+    a block with its line and references for a strategy that writes no identifier
+    list (``relieved``: the references given up; the bare tag when they had no room
+    to give up); for one that does, what the round's line adds to its note's head."""
     counter, budget = conv.counter, conv.budget
     if not strategy.lists_identifiers:  # a block with the round and the references
-        return max(settings.cap(budget), _FIXED_RESERVE)
+        cap = settings.cap(budget)
+        if relieved:
+            return RoundShare(_FIXED_RESERVE if cap > _FIXED_RESERVE else _MIN_BLOCK, 0)
+        return RoundShare(_FIXED_RESERVE, max(cap - _FIXED_RESERVE, 0))
     # The strategy's note will carry the round in its first line.
     what = f"{earlier(len(conv.messages))} condensed"
     heads = round_heads(_SAMPLE_ID, what)
@@ -119,67 +152,39 @@ def _reserve(strategy: Strategy, settings: RoundSettings, conv: Conversation) ->
     # In a tight budget the round's description is worth less than what the note
     # would drop for it: reserve for the bare tag (a longer head is used if it fits).
     head = full if full * _HEAD_SHARE <= free else counter.count_text(heads[-1])
-    return max(head - counter.count_text(note_head(what)), 0)
+    return RoundShare(max(head - counter.count_text(note_head(what)), 0), 0)
 
 
-def compact_reversibly(
+def make_round(
     strategy: Strategy,
     conv: Conversation,
+    room: int,
     settings: RoundSettings,
     records: Sequence[bytes | None] | None = None,
-) -> Layered:
-    """Run ``strategy`` with room left for the round's tag, its markers and (unless the
-    strategy lists identifiers itself) its references; mark what it wrote, add the tag
-    and the references, and store every original; shrink and retry until the whole
-    fits the budget. Raises :class:`BudgetError` when even the round's tag cannot fit
-    beside what must be kept (a strategy with ``overflow="best_effort"`` gets the
-    reversible result over budget instead): a reversible round is never given up
-    silently. ``records``: the originals' records as encoded already, where known
-    (see :meth:`Batch.add_messages`)."""
+) -> Round:
+    """Run ``strategy`` on ``conv`` in ``room`` tokens, mark what it wrote, and add the
+    round's line and (unless the strategy lists identifiers itself) its references
+    within ``conv.budget``, the target; nothing is stored until :meth:`Round.stored`.
+    Raises :class:`BudgetError` as the strategy does. ``records``: the originals'
+    records as encoded already, where known (see :meth:`Batch.add_messages`)."""
     store = get_store(settings.store)
     known = with_notes_known(store, conv.messages)
     if known is not conv.messages:
         conv = replace(conv, messages=known)
-    budget = conv.budget
-    reserve = _reserve(strategy, settings, conv)
-    for _ in range(_MAX_TRIES):
-        room = max(budget - reserve, 1)
-        try:
-            done = strategy.compact(conv.with_budget(room))
-        except BudgetError:
-            if reserve > _MIN_BLOCK:  # no room for references, then only the bare tag
-                reserve = _FIXED_RESERVE if reserve > _FIXED_RESERVE else _MIN_BLOCK
-                continue
-            if room >= budget:  # the whole budget did not hold what must be kept
-                raise
-            break
-        batch = Batch(store)
-        final, round_id = _mark(
-            strategy, settings, conv, list(done.messages), done.trace, batch, records
-        )
-        total = conv.counter.count_messages(final)
-        if total <= budget or strategy.overflow == "best_effort":
-            batch.commit()
-            return Layered(Compaction(final, done.trace, done.savings), round_id)
-        # What the round added to this output is known now: leave that much (the
-        # strategy's output may not shrink with a few tokens less room).
-        added = total - conv.counter.count_messages(done.messages)
-        reserve = max(reserve + total - budget, added) + 4
-    # Not even the round's tag fits beside what the strategy must keep (its plain output
-    # raises BudgetError if that cannot fit either). Never a result that cannot be
-    # expanded: over budget with the tag when the strategy allows it, else an error.
-    done = strategy.compact(conv)
+    done = strategy.compact(conv.with_budget(room))
     batch = Batch(store)
     final, round_id = _mark(
         strategy, settings, conv, list(done.messages), done.trace, batch, records
     )
     total = conv.counter.count_messages(final)
-    if total > budget and strategy.overflow != "best_effort":
-        raise BudgetError(_NO_ROOM.format(need=total, budget=budget), required=total, budget=budget)
-    if total > budget:
-        _log.warning(_NO_ROOM.format(need=total, budget=budget))
-    batch.commit()
-    return Layered(Compaction(final, done.trace, done.savings), round_id)
+    added = total - conv.counter.count_messages(done.messages)
+    return Round(Compaction(final, done.trace, done.savings), round_id, total, added, batch)
+
+
+def no_room(tokens: int, budget: int) -> BudgetError:
+    """The error of a round whose output, its tag included, takes ``tokens`` over a
+    target of ``budget`` on its last try."""
+    return BudgetError(_NO_ROOM.format(need=tokens, budget=budget), required=tokens, budget=budget)
 
 
 def round_heads(round_id: str, what: str) -> tuple[str, ...]:

@@ -11,7 +11,7 @@ from ..contract import Conversation, Strategy, WordCounts
 from ..messages import ContentPart, Message, ToolCall
 from ..result import Action, Decision, sources_of
 from ..reversible.records import message_from_record, message_record
-from ..reversible.rounds import RoundSettings, compact_reversibly
+from ..reversible.rounds import Round, RoundSettings, make_round
 from ..tokens import TokenCounter
 from ..units import group_units
 from .history import History
@@ -187,11 +187,16 @@ def intake(
     return Intake(conv, cut, sources, records)
 
 
-def compact(strategy: Strategy, settings: RoundSettings, taken: Intake, target: int) -> Fold:
-    """Compact what was ``taken`` in to at most ``target`` tokens in a reversible round
-    (raises :class:`ctxfold.BudgetError` when what must be kept cannot fit)."""
+def compact(
+    strategy: Strategy, settings: RoundSettings, taken: Intake, target: int, room: int
+) -> tuple[Fold, Round]:
+    """Compact what was ``taken`` in, the strategy in ``room`` tokens, into a
+    reversible round of at most ``target`` tokens when it fits (raises
+    :class:`ctxfold.BudgetError` when what must be kept cannot fit): the fold, and the
+    round it is made of (stored when the fold is kept)."""
     conv, sources = taken.conv.with_budget(target), taken.sources
-    done, round_id = compact_reversibly(strategy, conv, settings, taken.records)
+    made = make_round(strategy, conv, room, settings, taken.records)
+    done, round_id = made.compaction, made.round_id
     out = list(done.messages)
     shows = sources_of(conv.messages, out, done.trace, round_id)  # the input each shows
     decisions = tuple(
@@ -199,7 +204,7 @@ def compact(strategy: Strategy, settings: RoundSettings, taken: Intake, target: 
         for d in done.trace
         if (src := sources[d.index]) is not None
     )
-    return Fold(
+    fold = Fold(
         taken.cut,
         tuple(out),
         tuple(None if j is None else sources[j] for j in shows),
@@ -207,3 +212,4 @@ def compact(strategy: Strategy, settings: RoundSettings, taken: Intake, target: 
         round_id,
         dict(done.savings),
     )
+    return fold, made

@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, NamedTuple
 from ..contract import Prepares, WordCounts
 from ..exceptions import BudgetError
 from ..messages import Message
-from ..pipeline import Plan, View
+from ..pipeline import Attempt, Ledger, Outcome, Plan, Reserve, View, judged, refused
 from ..recall import RecallIndex
 from ..result import from_user
+from ..reversible.rounds import no_room, round_share
 from .fold import Counts, Intake, compact, intake, open_start
 from .settings import Fill
 
@@ -42,6 +43,7 @@ class SessionSource:
         self._size = len(session._history)
         self._budget = 0
         self._fill = Fill.ROOM
+        self._asked = 0  # the room the render asks of a compaction (Fold.room)
         self._intake: _Taken | None = None
 
     @property
@@ -78,13 +80,41 @@ class SessionSource:
             s._memo.turn()
         if not compacting or s._fold is not None:
             self._prepare(self._size - 1 if compacting else self._size)
-        fixed = self._fixed() if compacting else 0
-        return Plan(compacts=compacting, want=want, fits=not over, fixed=fixed)
+        self._asked = budget - want
+        return Plan(self._ledger(budget, want) if compacting else None, fits=not over)
 
-    def compact(self, room: int, plan: Plan) -> None:
-        """Compact into ``room``, the compaction marked with the room the render asked
-        for, and commit it."""
-        self._compact(room, self._budget - plan.want, plan.fixed)
+    def attempt(self, ledger: Ledger) -> Attempt:
+        """A compaction of what this render takes in, into ``ledger``'s room (the
+        round's share charged first), counted exactly."""
+        s = self._session
+        taken = self._taken()
+        conv = taken.intake.conv.with_budget(ledger.target)
+        share = round_share(s.strategy, s._rounds, conv, relieved=ledger.relieved)
+        ledger = ledger.charge(Reserve.ROUND, share.round)
+        ledger = ledger.charge(Reserve.REFERENCES, share.references)
+        try:
+            fold, made = compact(s.strategy, s._rounds, taken.intake, ledger.target, ledger.room)
+        except BudgetError as exc:
+            return refused(ledger, exc, self._refused(exc))
+        best_effort = s.strategy.overflow == "best_effort"
+        outcome = judged(ledger, made.tokens, made.added, best_effort=best_effort)
+        error = None
+        if outcome is not Outcome.FITS:
+            error = self._refused(
+                no_room(made.tokens + ledger.budget - ledger.target, ledger.budget)
+            )
+        return Attempt(ledger, outcome, made.tokens, made.added, error, made=(fold, made))
+
+    def keep(self, attempt: Attempt) -> None:
+        """Keep ``attempt``'s compaction, marked with the room the render asked for: its
+        round stored, the compaction recorded and made current."""
+        s = self._session
+        fold, made = attempt.made
+        made.stored()
+        filled = s.cache_stable and self._fill is Fill.ROOM
+        fold = replace(fold, room=self._asked, filled=filled)
+        s._log.add_fold(fold, Counts(self._taken().tokens, s._counted_by()))
+        s._apply(fold)
 
     def view(self) -> View:
         """The compaction's prefix, then the history since; recall quotes what the
@@ -161,40 +191,30 @@ class SessionSource:
             self._intake = _Taken(taken, s._cum[-1] - s._cum[cut], tokens)
         return self._intake
 
-    def _fixed(self) -> int:
-        """The tokens no room for a compaction goes below: a call still waiting for its
-        results, and what the strategy pins (when it refuses a room that cannot hold
-        them; one that keeps them over the room anyway is given the room)."""
-        taken, strategy = self._taken(), self._session.strategy
+    def _ledger(self, budget: int, want: int) -> Ledger:
+        """The budget of a compacting render as charged: the room ``want`` for the
+        query's passages, a call still waiting for its results (shown after the
+        compaction), and, filling to the low-water mark, the room left free below
+        it; no target below what the strategy pins (when it refuses a room that
+        cannot hold them; one that keeps them over the room anyway is given it)."""
+        s, taken = self._session, self._taken()
+        strategy = s.strategy
         pinned = taken.intake.fixed(strategy.pin_roles) if strategy.overflow == "error" else 0
-        return taken.waiting + pinned
+        ledger = Ledger(budget, fixed=pinned).charge(Reserve.RECALL, want)
+        ledger = ledger.charge(Reserve.WAITING, taken.waiting)
+        if self._fill is Fill.LOW_WATER:
+            low = int(s._low_share(budget) * budget)
+            ledger = ledger.charge(Reserve.LOW_WATER, ledger.target - low)
+        return ledger
 
-    def _compact(self, budget: int, asked: int, fixed: int) -> None:
-        """Compact as the plan's fill says: to the low-water mark, or to the whole
-        ``budget`` (also when what must be kept does not fit lower; a target below
-        ``fixed``, see :meth:`_fixed`, is not tried); the compaction is marked with the
-        room the render ``asked`` for, stored, and made current."""
-        s, fill = self._session, self._fill
-        taken, waiting, tokens = self._taken()
-        room = budget - waiting
-        low = int(s._low_share(budget) * budget) if fill is Fill.LOW_WATER else budget
-        error: BudgetError | None = None
-        for target in dict.fromkeys((min(low, room), room)):
-            if target <= 0 or (target < fixed - waiting and target < room):
-                continue
-            try:
-                fold = compact(s.strategy, s._rounds, taken, target)
-            except BudgetError as exc:
-                error = exc
-                continue
-            fold = replace(fold, room=asked, filled=s.cache_stable and fill is Fill.ROOM)
-            s._log.add_fold(fold, Counts(tokens, s._counted_by()))
-            s._apply(fold)
-            return
-        required = (error.required if error else 0) + waiting
-        raise BudgetError(
-            f"the session's history needs {required} tokens, over the budget of {budget}, "
-            "even compacted: raise the budget or shorten the system prompt",
-            required=max(required, budget + 1),
+    def _refused(self, error: BudgetError) -> BudgetError:
+        """The error of a render whose compaction does not fit: what the history
+        needs, a call still waiting for its results included."""
+        budget = self._budget
+        required = max(error.required + self._taken().waiting, budget + 1)
+        return BudgetError(
+            f"the session's history does not fit the budget of {budget} even compacted "
+            f"({error}): raise the budget or shorten the system prompt",
+            required=required,
             budget=budget,
         )

@@ -1,0 +1,209 @@
+"""The ledger (``ctxfold.pipeline.Ledger``): one account of a call's budget, what each
+stage charges against it, and the one rule for a call's tries, which the driver owns:
+a try counted exactly, each correction (shrunk by the measured overshoot, the optional
+charges given up after a refusal) made at most once."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import pytest
+
+import ctxfold
+from ctxfold import Message
+from ctxfold.exceptions import BudgetError
+from ctxfold.pipeline import (
+    Attempt,
+    Ledger,
+    Outcome,
+    Plan,
+    Request,
+    Reserve,
+    View,
+    judged,
+    refused,
+    run,
+)
+from ctxfold.recall import RecallIndex
+from ctxfold.storage import MemoryStore
+
+COUNTER = ctxfold.TiktokenCounter("o200k_base")
+
+
+def test_the_target_is_the_budget_less_what_is_charged_outside_the_compaction() -> None:
+    ledger = Ledger(1000, fixed=100).charge(Reserve.RECALL, 200).charge(Reserve.WAITING, 50)
+    ledger = ledger.charge(Reserve.ROUND, 20).charge(Reserve.REFERENCES, 30)
+    assert ledger.target == 750  # what the compaction's output may take
+    assert ledger.room == 700  # what the strategy compacts into
+    assert ledger.charge(Reserve.RECALL, 100).target == 850  # a charge is set, not added
+    assert ledger.charge(Reserve.RECALL, -5).charged(Reserve.RECALL) == 0
+    assert "recall 200" in ledger.account() and "references 30" in ledger.account()
+
+
+def test_a_shrunk_ledger_takes_the_measured_overshoot_from_the_room() -> None:
+    ledger = Ledger(1000).charge(Reserve.ROUND, 10)
+    shrunk = ledger.shrunk(over=25, added=12)
+    assert shrunk.target == ledger.target  # the output may still fill the target
+    assert shrunk.room == ledger.room - 25 - 4  # the overshoot and a little slack
+    # The round wrote more than the room was short by: at least that much is left.
+    assert ledger.shrunk(over=2, added=40).room == ledger.target - 40 - 4
+
+
+def test_a_relief_gives_up_the_optional_charges_as_far_as_a_refusal_needs() -> None:
+    ledger = Ledger(1000).charge(Reserve.RECALL, 400).charge(Reserve.REFERENCES, 60)
+    ledger = ledger.charge(Reserve.ROUND, 28).charge(Reserve.WAITING, 30)
+    relieved = ledger.relief(needed=10)
+    assert relieved is not None and relieved.relieved
+    assert relieved.charged(Reserve.REFERENCES) == 0
+    assert relieved.charged(Reserve.RECALL) == 200  # at least half given up
+    assert relieved.charged(Reserve.WAITING) == 30  # not optional
+    assert relieved.charged(Reserve.ROUND) == 28
+    # A refusal that needs more takes more of the query's room; unknown: all of it.
+    assert ledger.relief(needed=360).charged(Reserve.RECALL) == 100  # type: ignore[union-attr]
+    assert ledger.relief().charged(Reserve.RECALL) == 0  # type: ignore[union-attr]
+    assert relieved.relief() is None  # given up once
+
+
+def test_a_relief_gives_back_what_a_refusal_needs_of_a_measured_overshoot() -> None:
+    ledger = Ledger(1312).shrunk(over=16, added=16)  # a round over by its tag
+    assert ledger.room == 1292
+    relieved = ledger.relief(needed=4)  # the strategy needs 4 tokens more than that
+    assert relieved is not None and relieved.room == 1296
+    # Nothing to give up: no relief (the try would be the same).
+    assert Ledger(1000).charge(Reserve.ROUND, 5).relief(needed=None) is None
+
+
+def test_a_target_below_what_must_be_kept_is_not_tried() -> None:
+    ledger = Ledger(1000, fixed=300).charge(Reserve.RECALL, 800)
+    assert ledger.floored().charged(Reserve.RECALL) == 400  # half of the query's room
+    assert Ledger(1000, fixed=700).charge(Reserve.RECALL, 800).floored().target == 1000
+    fine = Ledger(1000, fixed=100).charge(Reserve.RECALL, 800)
+    assert fine.floored() is fine
+
+
+def test_an_output_is_judged_against_the_target() -> None:
+    ledger = Ledger(100)
+    assert judged(ledger, 100, 10, best_effort=False) is Outcome.FITS
+    assert judged(ledger, 101, 10, best_effort=False) is Outcome.OVER  # the round's tokens
+    assert judged(ledger, 101, 0, best_effort=False) is Outcome.KEPT_OVER  # the strategy's
+    assert judged(ledger, 101, 10, best_effort=True) is Outcome.KEPT_OVER
+
+
+@dataclass
+class _Scripted:
+    """A source whose tries come out as scripted: the driver's rule seen alone."""
+
+    outcomes: list[tuple[Outcome, int, int, int | None]]  # outcome, tokens, added, needed
+    ledger: Ledger
+    fits: bool = False
+    tried: list[Ledger] = field(default_factory=list)
+    kept: list[Ledger] = field(default_factory=list)
+    history: Sequence[Message] = (Message("user", "hi"),)
+
+    def size(self) -> tuple[int, int]:
+        return 1, 5
+
+    def recall_share(self, share: float | None) -> float:
+        return 0.0
+
+    def index(self) -> RecallIndex:
+        raise AssertionError("no query")
+
+    def plan(self, budget: int, query: str | None, share: float) -> Plan:
+        return Plan(self.ledger, fits=self.fits)
+
+    def attempt(self, ledger: Ledger) -> Attempt:
+        ledger = ledger.charge(Reserve.ROUND, 10)  # the round's share, as a source charges it
+        self.tried.append(ledger)
+        outcome, tokens, added, needed = self.outcomes[len(self.tried) - 1]
+        if outcome is Outcome.REFUSED:
+            error = BudgetError("no", required=ledger.room + (needed or 1), budget=ledger.room)
+            return refused(ledger, error) if needed else Attempt(ledger, outcome, error=error)
+        error = BudgetError("over", required=tokens, budget=ledger.budget)
+        return Attempt(ledger, outcome, tokens, added, error)
+
+    def keep(self, attempt: Attempt) -> None:
+        self.kept.append(attempt.ledger)
+
+    def view(self) -> View:
+        return View(self.history, [], tokens=5)
+
+    def closed(self, view: View) -> View:
+        return view
+
+
+def _request(budget: int) -> Request:
+    return Request(ctxfold.normalize("sliding_window"), budget, COUNTER)  # type: ignore[arg-type]
+
+
+def test_a_try_that_fits_is_the_only_try() -> None:
+    source = _Scripted([(Outcome.FITS, 90, 10, None)], Ledger(100))
+    run(_request(100), source)
+    assert len(source.tried) == 1 and source.kept == source.tried
+
+
+def test_an_overshoot_is_corrected_once_by_what_it_measured() -> None:
+    source = _Scripted([(Outcome.OVER, 112, 15, None), (Outcome.FITS, 99, 15, None)], Ledger(100))
+    run(_request(100), source)
+    first, second = source.tried
+    assert second.room == first.room - 12 - 4  # over by 12, and a little slack
+    assert source.kept == [second]
+
+
+def test_each_correction_is_made_once_at_most_three_tries() -> None:
+    ledger = Ledger(100).charge(Reserve.RECALL, 30)
+    source = _Scripted(
+        [(Outcome.OVER, 80, 15, None), (Outcome.REFUSED, 0, 0, 5), (Outcome.OVER, 95, 15, None)],
+        ledger,
+    )
+    with pytest.raises(BudgetError, match="over"):
+        run(_request(100), source)
+    assert len(source.tried) == 3 and not source.kept
+    shrunk, relieved = source.tried[1], source.tried[2]
+    assert shrunk.charged(Reserve.OVERSHOOT) > 0
+    assert relieved.relieved and relieved.charged(Reserve.RECALL) == 15
+
+
+def test_a_compaction_that_may_not_happen_gives_up_nothing() -> None:
+    """A render whose view fits already compacts only in the room it asked (a query's):
+    refused there, it shows the view as it is, no optional charge given up."""
+    source = _Scripted([(Outcome.REFUSED, 0, 0, 20)], Ledger(100).charge(Reserve.RECALL, 40))
+    source.fits = True
+    result = run(_request(100), source)
+    assert len(source.tried) == 1 and not source.kept
+    assert result.messages == tuple(source.history)
+
+
+def test_a_reversible_round_stores_only_the_try_kept() -> None:
+    """A history whose round overshoots its first room (``auto``'s note, the round's
+    markers added) is tried again; the store holds one round, the one the result
+    names, nothing of the try not kept, and the result expands to the original."""
+    msgs = [Message("system", "Be brief.")]
+    for k in range(30):
+        msgs.append(Message("user", f"Note {k}: the parcel {k} went to depot {k * 7}."))
+        msgs.append(Message("assistant", f"Noted parcel {k} " + "and its route " * 12))
+    from ctxfold.pipeline import given
+
+    original = given.Given.attempt
+    tries: list[Attempt] = []
+
+    def spy(self: given.Given, ledger: Ledger) -> Attempt:
+        tries.append(original(self, ledger))
+        return tries[-1]
+
+    given.Given.attempt = spy  # type: ignore[method-assign]
+    try:
+        for budget in range(500, 900, 7):
+            tries.clear()
+            store = MemoryStore()
+            result = ctxfold.compress(msgs, budget=budget, counter=COUNTER, store=store)
+            if len(tries) > 1:
+                break
+    finally:
+        given.Given.attempt = original  # type: ignore[method-assign]
+    assert [t.outcome for t in tries] == [Outcome.OVER, Outcome.FITS]
+    assert result.stats.tokens_after <= budget
+    tags = [k for k in store._data if k.startswith("tag:")]  # one per round stored
+    assert tags == [f"tag:{result.round_id}"]
+    assert ctxfold.expand(result.messages, store=store).messages == tuple(msgs)
