@@ -43,11 +43,11 @@ def test_the_target_is_the_budget_less_what_is_charged_outside_the_compaction() 
 
 def test_a_shrunk_ledger_takes_the_measured_overshoot_from_the_room() -> None:
     ledger = Ledger(1000).charge(Reserve.ROUND, 10)
-    shrunk = ledger.shrunk(over=25, added=12)
+    shrunk = ledger.shrink(over=25, added=12)
     assert shrunk.target == ledger.target  # the output may still fill the target
     assert shrunk.room == ledger.room - 25 - 4  # the overshoot and a little slack
     # The round wrote more than the room was short by: at least that much is left.
-    assert ledger.shrunk(over=2, added=40).room == ledger.target - 40 - 4
+    assert ledger.shrink(over=2, added=40).room == ledger.target - 40 - 4
 
 
 def test_a_relief_gives_up_the_optional_charges_as_far_as_a_refusal_needs() -> None:
@@ -66,7 +66,7 @@ def test_a_relief_gives_up_the_optional_charges_as_far_as_a_refusal_needs() -> N
 
 
 def test_a_relief_gives_back_what_a_refusal_needs_of_a_measured_overshoot() -> None:
-    ledger = Ledger(1312).shrunk(over=16, added=16)  # a round over by its tag
+    ledger = Ledger(1312).shrink(over=16, added=16)  # a round over by its tag
     assert ledger.room == 1292
     relieved = ledger.relief(needed=4)  # the strategy needs 4 tokens more than that
     assert relieved is not None and relieved.room == 1296
@@ -161,7 +161,7 @@ def test_each_correction_is_made_once_at_most_three_tries() -> None:
         run(_request(100), source)
     assert len(source.tried) == 3 and not source.kept
     shrunk, relieved = source.tried[1], source.tried[2]
-    assert shrunk.charged(Reserve.OVERSHOOT) > 0
+    assert shrunk.shrunk and shrunk.charged(Reserve.OVERSHOOT) > 0
     assert relieved.relieved and relieved.charged(Reserve.RECALL) == 15
 
 

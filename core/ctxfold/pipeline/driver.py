@@ -25,7 +25,7 @@ from dataclasses import replace
 from ..recall import recall, resolve_query
 from ..result import CompressionResult
 from .call import opened
-from .ledger import Ledger, Reserve
+from .ledger import Ledger
 from .request import Request
 from .source import Attempt, Outcome, Source, View
 
@@ -106,9 +106,9 @@ def _next(tried: Attempt, *, fits: bool) -> Ledger | None:
     output kept over a target a relief raises (``None``: no other try)."""
     ledger = tried.ledger
     if tried.outcome is Outcome.OVER:
-        if ledger.charged(Reserve.OVERSHOOT):
+        if ledger.shrunk:
             return None
-        return ledger.shrunk(tried.tokens - ledger.target, tried.added)
+        return ledger.shrink(tried.tokens - ledger.target, tried.added)
     relieved = None if fits else ledger.relief(tried.needed)
     if tried.outcome is Outcome.KEPT_OVER and relieved and relieved.target <= ledger.target:
         return None  # kept over a target no relief raises: kept as it is

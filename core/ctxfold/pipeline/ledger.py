@@ -16,7 +16,7 @@ what no target goes below.
 A try is counted exactly, and its outcome says what the next one corrects; each
 correction is made once, so a call makes at most three tries and nearly always one
 (:func:`ctxfold.pipeline.driver.run`): over its target by what the round added, the
-next is shrunk by the overshoot measured (:meth:`Ledger.shrunk`); refused (what must
+next is shrunk by the overshoot measured (:meth:`Ledger.shrink`); refused (what must
 be kept did not fit), the next gives up the optional charges, the query's room as far
 as the refusal measured it short (:meth:`Ledger.relief`). A target below ``fixed`` is
 not tried at all (:meth:`Ledger.floored`).
@@ -66,13 +66,15 @@ class Ledger:
         budget: the tokens the call's result may take.
         fixed: the tokens no target goes below (what the strategy pins).
         charges: the tokens each :class:`Reserve` takes (none: 0).
-        relieved: the optional charges were given up (a second try after a refusal).
+        relieved: the optional charges were given up (a try after a refusal).
+        shrunk: the room was shrunk by a measured overshoot (a try after one over).
     """
 
     budget: int
     fixed: int = 0
     charges: Mapping[Reserve, int] = field(default_factory=lambda: MappingProxyType({}))
     relieved: bool = False
+    shrunk: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "charges", _frozen(self.charges))
@@ -123,14 +125,15 @@ class Ledger:
         relieved = replace(self, charges=kept, relieved=True)
         return None if relieved.charges == self.charges else relieved
 
-    def shrunk(self, over: int, added: int) -> Ledger:
+    def shrink(self, over: int, added: int) -> Ledger:
         """The ledger of a second try after a first whose output was ``over`` its
         target: the round's share grown by the overshoot, and to at least the
         ``added`` tokens the round wrote (a strategy's output may not shrink with a
         few tokens less room), with a little slack."""
         share = sum(self.charged(r) for r in ROUND_PARTS) + self.charged(Reserve.OVERSHOOT)
         grown = max(share + over, added) + _SLACK
-        return self.charge(Reserve.OVERSHOOT, self.charged(Reserve.OVERSHOOT) + grown - share)
+        overshoot = self.charged(Reserve.OVERSHOOT) + grown - share
+        return replace(self.charge(Reserve.OVERSHOOT, overshoot), shrunk=True)
 
     def floored(self) -> Ledger:
         """This ledger, or, when its target is below what must be kept (such a try is
