@@ -22,11 +22,11 @@ from langchain_core.prompt_values import PromptValue
 
 from ctxfold import ContentPart, InvalidMessageError, Message, ToolCall
 from ctxfold.formats import Format
-from ctxfold.messages import as_messages
 from ctxfold.session import frozen
 from ctxfold.validity import SYSTEM_ROLES
 from ctxfold.wire import Shape, shape_of_list
 from ctxfold.wire.anthropic import read_runs
+from ctxfold.wire.openai import as_messages
 
 __all__ = ["as_langchain_messages", "from_langchain", "snapshot", "to_langchain"]
 

@@ -35,9 +35,9 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from ctxfold import InvalidMessageError, Message
 from ctxfold.contract import CounterSpec
-from ctxfold.messages import as_messages
 from ctxfold.tokens import TokenCounter, get_counter
 from ctxfold.validity import check_tool_structure, tool_pairing_problems, turn_order_problems
+from ctxfold.wire.openai import as_messages
 
 from ._convert import from_langchain, to_langchain
 from ._models import tool_schema_tokens

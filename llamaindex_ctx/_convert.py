@@ -18,8 +18,9 @@ from pydantic import ValidationError
 
 from ctxfold import ContentPart, InvalidMessageError, Message, ToolCall
 from ctxfold.formats import Format
-from ctxfold.messages import as_messages, dumps
+from ctxfold.messages import dumps
 from ctxfold.session import frozen
+from ctxfold.wire.openai import as_messages
 
 __all__ = ["from_llamaindex", "snapshot", "to_llamaindex"]
 

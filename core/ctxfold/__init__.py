@@ -35,7 +35,7 @@ from .exceptions import (
     MissingDependencyError,
     SummarizerError,
 )
-from .messages import Message, ToolCall, from_openai, to_openai
+from .messages import Message, ToolCall
 from .rendering import Turn, render
 from .result import CompressionResult
 from .reversible import expand, expand_tool
@@ -54,6 +54,7 @@ from .strategies import (
 )
 from .tokens import get_counter, share_budget
 from .wire import from_anthropic, to_anthropic
+from .wire.openai import from_openai, to_openai
 
 # isort: split
 # Re-exported because the README's examples use them here; not part of ``__all__``.
@@ -184,7 +185,7 @@ _MOVED = {
     ),
     **dict.fromkeys(("ApproxCounter", "CallableCounter", "TokenCounter"), "ctxfold.tokens"),
     **dict.fromkeys(("Grouping", "Unit"), "ctxfold.units"),
-    **dict.fromkeys(("as_messages",), "ctxfold.messages"),
+    **dict.fromkeys(("as_messages",), "ctxfold.wire"),
     **dict.fromkeys(("CacheEntryError", "InvalidTurnError"), "ctxfold.exceptions"),
 }
 

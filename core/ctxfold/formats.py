@@ -18,9 +18,10 @@ from typing import Any, Protocol, runtime_checkable
 
 from ._registry import Registry
 from .exceptions import ConfigurationError, InvalidMessageError
-from .messages import Message, as_messages, to_openai
+from .messages import Message
 from .validity import SYSTEM_ROLES
 from .wire.anthropic import from_anthropic, read_runs, to_anthropic
+from .wire.openai import as_messages, to_openai
 from .wire.shapes import Shape, shape_of_list
 
 __all__ = [

@@ -1,5 +1,7 @@
-"""The message model and its lossless OpenAI chat-dict converter (Anthropic's and other
-clients' formats: :mod:`ctxfold.wire`)."""
+"""The message model: :class:`Message`, its :class:`ToolCall` and :class:`ContentPart`,
+and its own dict form (:meth:`Message.to_openai`). Reading and writing lists of them
+in a client's wire format is :mod:`ctxfold.wire`'s (:mod:`ctxfold.wire.openai`,
+:mod:`ctxfold.wire.anthropic`), which imports this module and never the reverse."""
 
 from __future__ import annotations
 
@@ -12,28 +14,22 @@ from types import MappingProxyType
 from typing import Any
 
 from .exceptions import InvalidMessageError
-from .validity import check_tool_structure
 
 __all__ = [
     "ROLES",
     "ContentPart",
     "Message",
     "ToolCall",
-    "as_messages",
     "content_from_wire",
     "content_to_wire",
     "dumps",
-    "from_openai",
     "speaker_tag",
-    "to_openai",
     "transcript",
     "uses_tools",
 ]
 
 #: Roles a message may have. ``developer`` is OpenAI's newer name for ``system``.
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
-
-_OPENAI_KEYS = frozenset({"role", "content", "name", "tool_calls", "tool_call_id", "id"})
 
 
 def dumps(value: Any) -> str:
@@ -227,15 +223,29 @@ class Message:
         return replace(self, content=content)
 
     def to_openai(self) -> dict[str, Any]:
-        """Return the message as an OpenAI chat dict."""
-        return to_openai([self])[0]
+        """The message as an OpenAI chat dict, ctxfold's own dict form (the inverse of
+        :func:`ctxfold.wire.openai.from_openai`)."""
+        d: dict[str, Any] = {"role": self.role}
+        if self.content is not None or not self.metadata.get(NO_CONTENT):
+            d["content"] = content_to_wire(self.content)
+        if self.name is not None:
+            d["name"] = self.name
+        if self.tool_calls:
+            d["tool_calls"] = [c.to_openai() for c in self.tool_calls]
+        if self.tool_call_id is not None:
+            d["tool_call_id"] = self.tool_call_id
+        if self.id is not None:
+            d["id"] = self.id
+        for key, value in self.extras:
+            d[key] = json.loads(value)
+        return d
 
 
 def _rebuild(fields: dict[str, Any]) -> Message:
     return Message(**fields)
 
 
-# ---------------------------------------------------------------------------- OpenAI
+# ------------------------------------------------------------ content on the wire
 
 
 def content_from_wire(value: Any, index: int | None) -> Content:
@@ -260,145 +270,9 @@ def content_to_wire(content: Content) -> Any:
     return content
 
 
-def _tool_call_from_openai(raw: Any, index: int | None) -> ToolCall:
-    if not isinstance(raw, Mapping):
-        raise InvalidMessageError("each entry of 'tool_calls' must be an object", index=index)
-    fn = raw.get("function")
-    if not isinstance(fn, Mapping) or not isinstance(fn.get("name"), str):
-        raise InvalidMessageError(
-            "a tool call needs 'function': {'name': str, 'arguments': str}", index=index
-        )
-    call_id = raw.get("id")
-    if not isinstance(call_id, str):
-        raise InvalidMessageError("a tool call needs a string 'id'", index=index)
-    args = fn.get("arguments", "{}")
-    if not isinstance(args, str):  # some clients send parsed arguments; keep them as JSON text
-        args = dumps(args)
-    return ToolCall(id=call_id, name=fn["name"], arguments=args, type=raw.get("type", "function"))
-
-
 #: The ``metadata`` flag of a message read from a dict with no ``content`` key, so that
 #: :func:`to_openai` does not invent a ``"content": null`` the input did not have.
 NO_CONTENT = "openai_no_content"
-
-
-def _field(key: str, value: Any, index: int) -> str:
-    """A field ctxfold does not interpret, as the JSON it is carried through as."""
-    try:
-        return dumps(value)
-    except (TypeError, ValueError, RecursionError):
-        raise InvalidMessageError(
-            f"field {key!r} holds {type(value).__name__}, which JSON cannot carry; convert "
-            "it to a string, number, list or object (or drop it)",
-            index=index,
-        ) from None
-
-
-def _from_openai(raw: Any, i: int) -> Message:
-    """One OpenAI message dict (``i``: its index, for errors)."""
-    if not isinstance(raw, Mapping):
-        raise InvalidMessageError(f"expected a message object, got {type(raw).__name__}", index=i)
-    role = raw.get("role")
-    if role is None and isinstance(raw.get("messages"), list):
-        raise InvalidMessageError(
-            "this is a request object, not a message: pass its list, data['messages']",
-            index=i,
-        )
-    if role not in ROLES:
-        raise InvalidMessageError(
-            f"unknown role {role!r}; use one of {', '.join(sorted(ROLES))}", index=i
-        )
-    calls_raw = raw.get("tool_calls") or []
-    if not isinstance(calls_raw, list):
-        raise InvalidMessageError("'tool_calls' must be a list", index=i)
-    tool_call_id = raw.get("tool_call_id")
-    if role == "tool" and not isinstance(tool_call_id, str):
-        raise InvalidMessageError(
-            "a 'tool' message needs the string 'tool_call_id' of the call it answers",
-            index=i,
-        )
-    name = raw.get("name")
-    if name is not None and not isinstance(name, str):
-        raise InvalidMessageError("'name' must be a string", index=i)
-    extras = tuple((k, _field(k, v, i)) for k, v in raw.items() if k not in _OPENAI_KEYS)
-    if "tool_calls" in raw and not calls_raw:  # an explicit empty list or null
-        extras += (("tool_calls", dumps(raw["tool_calls"])),)
-    msg_id = raw.get("id")
-    if msg_id is not None and not isinstance(msg_id, str):
-        extras += (("id", _field("id", msg_id, i)),)
-        msg_id = None
-    return Message(
-        role=role,
-        content=content_from_wire(raw.get("content"), i),
-        name=name,
-        tool_calls=tuple(_tool_call_from_openai(c, i) for c in calls_raw),
-        tool_call_id=tool_call_id,
-        id=msg_id,
-        extras=extras,
-        metadata={} if "content" in raw else {NO_CONTENT: True},
-    )
-
-
-def from_openai(messages: Iterable[Mapping[str, Any]]) -> list[Message]:
-    """Convert OpenAI chat-completions message dicts into :class:`Message` objects.
-
-    Keys ctxfold does not interpret are kept in ``Message.extras`` so :func:`to_openai`
-    gives back an equal dict. Raises :class:`InvalidMessageError` naming the message
-    (tool calls are checked as :func:`check_tool_structure` says).
-    """
-    out = [_from_openai(raw, i) for i, raw in enumerate(messages)]
-    check_tool_structure(out)
-    return out
-
-
-def to_openai(messages: Iterable[Message]) -> list[dict[str, Any]]:
-    """Convert messages to OpenAI chat-completions dicts (the inverse of :func:`from_openai`)."""
-    out: list[dict[str, Any]] = []
-    for m in messages:
-        d: dict[str, Any] = {"role": m.role}
-        if m.content is not None or not m.metadata.get(NO_CONTENT):
-            d["content"] = content_to_wire(m.content)
-        if m.name is not None:
-            d["name"] = m.name
-        if m.tool_calls:
-            d["tool_calls"] = [c.to_openai() for c in m.tool_calls]
-        if m.tool_call_id is not None:
-            d["tool_call_id"] = m.tool_call_id
-        if m.id is not None:
-            d["id"] = m.id
-        for key, value in m.extras:
-            d[key] = json.loads(value)
-        out.append(d)
-    return out
-
-
-def as_messages(messages: Iterable[Message | Mapping[str, Any]]) -> list[Message]:
-    """Accept :class:`Message` objects or OpenAI dicts (mixed is fine); return messages
-    whose tool calls make sense (see :func:`ctxfold.validity.check_tool_structure`)."""
-    if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Iterable):
-        hint = (
-            ": a text needs a role, e.g. [{'role': 'user', 'content': text}]"
-            if isinstance(messages, str)
-            else ""
-        )
-        raise InvalidMessageError(
-            "expected a list of messages (OpenAI dicts or ctxfold.Message), "
-            f"got {'a single ' if isinstance(messages, Mapping) else ''}"
-            f"{type(messages).__name__}{hint}"
-        )
-    out: list[Message] = []
-    for i, m in enumerate(messages):
-        if isinstance(m, Message):
-            out.append(m)
-        elif isinstance(m, Mapping):
-            out.append(_from_openai(m, i))
-        else:
-            raise InvalidMessageError(
-                f"expected an OpenAI message dict or ctxfold.Message, got {type(m).__name__}",
-                index=i,
-            )
-    check_tool_structure(out)
-    return out
 
 
 def speaker_tag(m: Message) -> str:
@@ -424,3 +298,14 @@ def transcript(messages: Sequence[Message]) -> str:
         calls = " ".join(f"-> {c.name}({c.arguments})" for c in m.tool_calls)
         lines.append(f"{tag}: {' '.join(x for x in (body, calls) if x)}")
     return "\n".join(lines)
+
+
+_MOVED = frozenset({"as_messages", "from_openai", "to_openai"})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _MOVED:
+        raise AttributeError(
+            f"ctxfold.messages.{name} lives in ctxfold.wire.openai (or use ctxfold.{name})"
+        )
+    raise AttributeError(f"module 'ctxfold.messages' has no attribute {name!r}")

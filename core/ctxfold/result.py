@@ -11,9 +11,10 @@ from itertools import repeat
 from typing import Any, Literal, overload
 
 from .formats import CTXFOLD, MessageFormat
-from .messages import Message, to_openai
+from .messages import Message
 from .validity import SYSTEM_ROLES, system_block_end
 from .wire.anthropic import to_anthropic
+from .wire.openai import to_openai
 
 __all__ = [
     "FOLDED",

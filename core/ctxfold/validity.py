@@ -6,12 +6,9 @@ and no result without its call (:func:`tool_pairing_problems`)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from .exceptions import InvalidMessageError
-
-if TYPE_CHECKING:
-    from .messages import Message
+from .messages import Message
 
 __all__ = [
     "SYSTEM_ROLES",

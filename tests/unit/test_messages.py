@@ -20,8 +20,8 @@ from ctxfold import (
     to_anthropic,
     to_openai,
 )
-from ctxfold.messages import as_messages
 from ctxfold.testing.strategies import conversations
+from ctxfold.wire.openai import as_messages
 
 
 def test_openai_round_trip_is_lossless_on_examples():

@@ -15,9 +15,10 @@ from .._json import JSONLimitError
 from .._json import loads as json_loads
 from ..exceptions import InvalidMessageError
 from ..formats import ANTHROPIC, OPENAI, MessageFormat, Request, read_messages
-from ..messages import Message, from_openai
+from ..messages import Message
 from ..wire.anthropic import from_anthropic
 from ..wire.claude_code import read_claude_code
+from ..wire.openai import from_openai
 from ..wire.shapes import Shape, shape_of_list
 
 __all__ = [

@@ -13,9 +13,10 @@ from typing import Any
 
 from ..exceptions import ConfigurationError
 from ..hooks import emit
-from ..messages import Message, as_messages
+from ..messages import Message
 from ..text.primitives import TokenSet
 from ..tokens import TokenCounter, get_counter
+from ..wire.openai import as_messages
 from .extractors import BUILTIN_TYPES, Reference, extract, reference_id
 
 __all__ = ["BLOCK_HEADER", "RETRIEVAL", "ReferenceIndex", "check_max_references"]

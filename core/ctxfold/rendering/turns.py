@@ -18,8 +18,9 @@ from datetime import datetime
 from typing import Any
 
 from ..exceptions import InvalidTurnError
-from ..messages import Message, as_messages
+from ..messages import Message
 from ..validity import SYSTEM_ROLES
+from ..wire.openai import as_messages
 
 __all__ = ["ToolUse", "Turn", "as_turns", "turns_from_messages"]
 

@@ -10,10 +10,11 @@ from typing import Any
 
 from ..exceptions import CorruptRecordError, ExpandError
 from ..formats import read_messages
-from ..messages import Message, to_openai, transcript
+from ..messages import Message, transcript
 from ..result import NOTE_KEY, CompressionResult, without_recall
 from ..storage.retention import Retains
 from ..storage.store import SESSION_PREFIX, NamespacedStore, VerbatimStore, get_store
+from ..wire.openai import to_openai
 from .records import Read, load, message_from_record, tag_key
 from .redaction import unredact
 

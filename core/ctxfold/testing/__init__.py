@@ -26,17 +26,13 @@ from typing import Any, ClassVar, NoReturn
 
 from ..contract import Compressor, CounterSpec
 from ..exceptions import BudgetError
-from ..messages import (
-    Message,
-    as_messages,
-    from_openai,
-    to_openai,
-)
+from ..messages import Message
 from ..result import CompressionResult, is_note, without_recall
 from ..tokens import get_counter
 from ..units import group_units
 from ..validity import SYSTEM_ROLES, turn_order_problems
 from ..wire import to_anthropic
+from ..wire.openai import as_messages, from_openai, to_openai
 
 __all__ = [
     "CompressorContract",
