@@ -10,11 +10,11 @@ from .exceptions import ConfigurationError
 from .formats import read_messages
 from .messages import Message, transcript
 from .models.summarizers import fit_summary
-from .pipeline.text import fit_text
 from .recall import Query, check_query
 from .result import CompressionResult, is_note
 from .strategies.base import check_takes, compress_with
 from .strategies.registry import resolve_strategy
+from .text.fit import fit_text
 from .tokens import check_budget, get_counter
 
 __all__ = ["Compression", "compress", "condense"]

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from ..exceptions import ConfigurationError, SummarizerError
 from ..messages import Message
 from ..storage.cache import Cache, cache_key
+from ..text.fit import fit_text
 from ..text.scoring import ExtractiveSummarizer
 from ..tokens import TokenCounter
 from .usage import record
@@ -186,14 +187,15 @@ def summarize(
     return out
 
 
+_TRIES = 20  # a summary keeps whole sentences: it may shrink by less than its room
+
+
 def fit_summary(text: str, max_tokens: int, counter: TokenCounter) -> str:
     """Shorten a summary that came back too long, extractively, until it fits in
-    ``max_tokens`` (``""`` when nothing does)."""
+    ``max_tokens`` (``""`` when nothing does; :func:`ctxfold.text.fit.fit_text`)."""
     cpt = max(len(text) / max(counter.count_text(text), 1), 1.0)
-    target = max_tokens
-    while target > 0:
-        short = ExtractiveSummarizer(chars_per_token=cpt).summarize(text, max_tokens=target)
-        if counter.count_text(short) <= max_tokens:
-            return short
-        target = int(target * 0.8)
-    return ""
+    extract = ExtractiveSummarizer(chars_per_token=cpt)
+    fitted = fit_text(
+        lambda room: extract.summarize(text, max_tokens=room), max_tokens, counter, tries=_TRIES
+    )
+    return fitted.text if fitted.fits else ""

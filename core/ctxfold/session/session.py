@@ -26,13 +26,13 @@ from ..formats import CTXFOLD, PLAIN, read_messages
 from ..messages import Message, transcript
 from ..models.embedders import get_embedder
 from ..pipeline import Request, run
-from ..pipeline.text import fit_text
 from ..recall import Query, check_query, search
 from ..result import CompressionResult
 from ..reversible.expand import Expansion, expand
 from ..reversible.tool import ExpandTool, Search
 from ..storage.store import MemoryStore, VerbatimStore, get_session_store, session_store
 from ..strategies.options import check_share
+from ..text.fit import fit_text
 from ..tokens import TokenCounter, check_budget, get_counter
 from .resume import Outcome, Resumed
 from .settings import check_strategy, check_water

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from .._state import LRU, memo
 from ..tokens import TokenCounter
 from .adapters import Piece, registry_version, split_message_text
+from .fit import fit_text
 from .layers import minify_json
 from .primitives import KIND_WEIGHT, find_identifiers
 from .scoring import (
@@ -26,6 +27,7 @@ from .scoring import (
 __all__ = ["head_of", "shorten"]
 
 _ALSO_IN_FULL = "[also in the full text: "
+_TRIES = 6  # selections tried before the text's head, cut, stands
 _ID_SHARE = 4  # the identifiers of the cut parts take at most 1/4 of the allowance
 
 
@@ -77,18 +79,16 @@ def _shorten(text: str, max_tokens: int, counter: TokenCounter, goal: str) -> st
         found.setdefault(value, kind)
     ranked_ids = sorted(found, key=lambda v: -KIND_WEIGHT.get(found[v], 1.0))
     cpt = max(len(text) / max(counter.count_text(text), 1), 1.0)
-    allowance = float(max_tokens)
-    for _ in range(6):
+
+    def write(allowance: int) -> str:
         body = _select(pieces, segments, values, allowance * cpt * (1 - 1 / _ID_SHARE))
         if body is None:  # no sentence or line fits whole: the best one, cut
             return head_of(_best(segments, values), max_tokens, counter, cpt)
         missing = [v for v in ranked_ids if v not in body]
-        out = body + _also(missing, max_tokens // _ID_SHARE, counter)
-        n = counter.count_text(out)
-        if n <= max_tokens:
-            return out
-        allowance *= max_tokens / n * 0.95
-    return head_of(text, max_tokens, counter, cpt)
+        return body + _also(missing, max_tokens // _ID_SHARE, counter)
+
+    fitted = fit_text(write, max_tokens, counter, tries=_TRIES)
+    return fitted.text if fitted.fits else head_of(text, max_tokens, counter, cpt)
 
 
 def _best(segments: Sequence[list[str]], values: Sequence[list[float]]) -> str:
