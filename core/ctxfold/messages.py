@@ -271,7 +271,7 @@ def content_to_wire(content: Content) -> Any:
 
 
 #: The ``metadata`` flag of a message read from a dict with no ``content`` key, so that
-#: :func:`to_openai` does not invent a ``"content": null`` the input did not have.
+#: :meth:`Message.to_openai` does not invent a ``"content": null`` the input did not have.
 NO_CONTENT = "openai_no_content"
 
 
@@ -305,7 +305,6 @@ _MOVED = frozenset({"as_messages", "from_openai", "to_openai"})
 
 def __getattr__(name: str) -> Any:
     if name in _MOVED:
-        raise AttributeError(
-            f"ctxfold.messages.{name} lives in ctxfold.wire.openai (or use ctxfold.{name})"
-        )
+        also = f" (or use ctxfold.{name})" if name != "as_messages" else ""
+        raise AttributeError(f"ctxfold.messages.{name} lives in ctxfold.wire.openai{also}")
     raise AttributeError(f"module 'ctxfold.messages' has no attribute {name!r}")

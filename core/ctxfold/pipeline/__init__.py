@@ -6,7 +6,8 @@
 - :mod:`.source`: the :class:`Source` protocol a history is run through, the
   :class:`Plan` a source makes for a call and the :class:`View` it shows;
 - :mod:`.ledger`: :class:`Ledger`, the one account of a call's budget (what each
-  stage charges, the room left) and the rule for its one retry;
+  stage charges, the room left) and the rule for a call's tries;
+- :mod:`.attempt`: :class:`Attempt`, one try at compacting, its :class:`Outcome`;
 - :mod:`.given`: :class:`Given`, a history given whole (``compress``); a session's
   state is the other source (:mod:`ctxfold.session.source`);
 - :mod:`.driver`: :func:`run`, the stages in order (open, query, plan, compact, view,
@@ -18,14 +19,16 @@
 
 from __future__ import annotations
 
+from .attempt import Attempt, Outcome, made, refused
 from .call import Call, opened
 from .driver import recall_room, run
 from .given import Given
-from .ledger import Ledger, Reserve
+from .ledger import MAX_TRIES, Ledger, Relief, Reserve
 from .request import Query, Request, check_query
-from .source import Attempt, Outcome, Plan, Source, View, judged, refused
+from .source import Plan, Source, View
 
 __all__ = [
+    "MAX_TRIES",
     "Attempt",
     "Call",
     "Given",
@@ -33,12 +36,13 @@ __all__ = [
     "Outcome",
     "Plan",
     "Query",
+    "Relief",
     "Request",
     "Reserve",
     "Source",
     "View",
     "check_query",
-    "judged",
+    "made",
     "opened",
     "recall_room",
     "refused",

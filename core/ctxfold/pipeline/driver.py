@@ -8,9 +8,10 @@ this order, here and nowhere else.
 3. the source's :class:`~.source.Plan`: whether it compacts, and its
    :class:`~.ledger.Ledger`, the budget as its stages charge it (the room the query's
    passages want, a call waiting for its results, a session's low-water mark);
-4. compact: a first try in the ledger's room (the round's share charged), counted
-   exactly, and at most one more, shrunk by the overshoot it measured or with the
-   optional charges given up (:func:`_compacted`): the only retry of a call;
+4. compact: a try in the ledger's room (the round's share charged), counted
+   exactly, then, if it does not fit, the correction its outcome calls for: shrunk
+   by the overshoot it measured, or what the ledger may give up given up
+   (:func:`_compacted`, at most :data:`~.ledger.MAX_TRIES`): the only retry of a call;
 5. the source's :class:`~.source.View`;
 6. recall: the passages of what the view folded that the query finds, in the room
    the view leaves (at most the share of the budget, :func:`recall_room`);
@@ -24,12 +25,15 @@ from dataclasses import replace
 
 from ..recall import recall, resolve_query
 from ..result import CompressionResult
+from .attempt import Attempt, Outcome
 from .call import opened
-from .ledger import Ledger
+from .ledger import MAX_TRIES, Ledger
 from .request import Request
-from .source import Attempt, Outcome, Source, View
+from .source import Source, View
 
 __all__ = ["recall_room", "run"]
+
+_STEPS = 3 * MAX_TRIES  # ledgers looked at, tried or not: a bound on the loop
 
 
 def run(request: Request, source: Source) -> CompressionResult:
@@ -81,18 +85,30 @@ def _recalled(view: View, source: Source, query: str, request: Request, share: f
 
 
 def _compacted(source: Source, ledger: Ledger, *, fits: bool) -> None:
-    """Compact ``source`` in ``ledger``: a first try, counted exactly, then the
-    corrections its outcome calls for, each at most once (see :mod:`.ledger`): at most
-    three tries, the first that fits kept. A target below what must be
-    kept is not tried (the optional charges are given up first). ``fits``: what is
-    there fits the budget already, so the optional charges are not given up: a call
-    whose compaction does not fit shows the view as it is."""
+    """Compact ``source`` in ``ledger``: a try, counted exactly, then the correction
+    its outcome calls for (see :mod:`.ledger`), until one fits, nothing is left to
+    correct or :data:`~.ledger.MAX_TRIES` were made; a try in a room tried already is
+    not made again. The one that fits is kept (or one the strategy kept over its
+    target, as it may). ``fits``: what is there fits the budget already, so nothing
+    optional is given up: a call whose compaction does not fit shows the view as it
+    is."""
     if fits and ledger.floored() is not ledger:
         return
-    ledger = ledger.floored()
-    tried = source.attempt(ledger)
-    while tried.outcome is not Outcome.FITS and (again := _next(tried, fits=fits)):
-        tried = source.attempt(again)
+    step: Ledger | None = ledger.floored()
+    seen: set[tuple[int, int]] = set()
+    tried: Attempt | None = None
+    for _ in range(_STEPS):
+        if step is None or len(seen) == MAX_TRIES:
+            break
+        charged = source.charge(step)
+        if (charged.target, charged.room) not in seen:
+            seen.add((charged.target, charged.room))
+            tried = source.attempt(charged)
+            if tried.outcome is Outcome.FITS:
+                break
+        assert tried is not None  # the first room is never seen before
+        step = _next(tried, charged, fits=fits)
+    assert tried is not None
     if tried.outcome in (Outcome.FITS, Outcome.KEPT_OVER):
         source.keep(tried)
     elif not fits:
@@ -100,15 +116,16 @@ def _compacted(source: Source, ledger: Ledger, *, fits: bool) -> None:
         raise tried.error
 
 
-def _next(tried: Attempt, *, fits: bool) -> Ledger | None:
-    """The ledger of the try after ``tried``, each correction made once: shrunk by the
-    overshoot it measured, or its optional charges given up after a refusal or an
-    output kept over a target a relief raises (``None``: no other try)."""
-    ledger = tried.ledger
+def _next(tried: Attempt, ledger: Ledger, *, fits: bool) -> Ledger | None:
+    """The ledger after ``ledger`` given how the last try came out: shrunk by the
+    overshoot it measured (while there is room to shrink), or one
+    relief further after a refusal or an output kept over a target a relief raises
+    (``None``: nothing left to try)."""
     if tried.outcome is Outcome.OVER:
-        if ledger.shrunk:
-            return None
-        return ledger.shrink(tried.tokens - ledger.target, tried.added)
+        shrunk = ledger.shrink(tried.tokens - tried.ledger.target, tried.added)
+        if shrunk.room < ledger.room or fits:
+            return shrunk
+        # No room left to shrink: what the ledger may give up is given up.
     relieved = None if fits else ledger.relief(tried.needed)
     if tried.outcome is Outcome.KEPT_OVER and relieved and relieved.target <= ledger.target:
         return None  # kept over a target no relief raises: kept as it is

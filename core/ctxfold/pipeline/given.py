@@ -14,12 +14,13 @@ from ..messages import Message
 from ..recall import RecallIndex, default_share, wanted
 from ..result import Decision, flagged
 from ..reversible.redaction import REDACTED, redact
-from ..reversible.rounds import Round, make_round, no_room, round_share
+from ..reversible.rounds import Round, make_round, round_share
 from ..storage.store import VerbatimStore, get_store
 from ..units import group_units
-from .ledger import Ledger, Reserve
+from .attempt import Attempt, made, refused
+from .ledger import Ledger, Relief, Reserve
 from .request import Request
-from .source import Attempt, Outcome, Plan, View, judged, over, refused
+from .source import Plan, View
 
 __all__ = ["Given"]
 
@@ -104,17 +105,24 @@ class Given:
             )
         return self._conversation
 
+    def charge(self, ledger: Ledger) -> Ledger:
+        """``ledger`` with a reversible round's share charged (as the request says)."""
+        request = self._request
+        if not request.reversible:
+            return ledger
+        conv = self._conv().with_budget(ledger.target)
+        relieved = ledger.relieved > Relief.NONE
+        share = round_share(request.strategy, request.rounds, conv, relieved=relieved)
+        return ledger.with_round(share.tag, share.references)
+
     def attempt(self, ledger: Ledger) -> Attempt:
-        """The strategy's compaction into ``ledger``'s room, a reversible round's share
-        charged first (as the request says), counted exactly."""
+        """The strategy's compaction into ``ledger``'s room, a reversible round when
+        the request says so, counted exactly."""
         request, strategy = self._request, self._request.strategy
         conv = self._conv().with_budget(ledger.target)
         round_: Round | None = None
         try:
             if request.reversible:
-                share = round_share(strategy, request.rounds, conv, relieved=ledger.relieved)
-                ledger = ledger.charge(Reserve.ROUND, share.round)
-                ledger = ledger.charge(Reserve.REFERENCES, share.references)
                 round_ = make_round(strategy, conv, ledger.room, request.rounds)
                 done, tokens, added = round_.compaction, round_.tokens, round_.added
             else:
@@ -122,15 +130,8 @@ class Given:
                 tokens, added = request.counter.count_messages(done.messages), 0
         except BudgetError as exc:
             return refused(ledger, exc)
-        outcome = judged(ledger, tokens, added, best_effort=strategy.overflow == "best_effort")
-        error = None
-        if outcome is not Outcome.FITS:
-            error = (
-                no_room(tokens + ledger.budget - ledger.target, ledger.budget)
-                if round_
-                else over(tokens, ledger)
-            )
-        return Attempt(ledger, outcome, tokens, added, error, made=(done, round_))
+        best_effort = strategy.overflow == "best_effort"
+        return made(ledger, tokens, added, (done, round_), best_effort=best_effort)
 
     def keep(self, attempt: Attempt) -> None:
         done, round_ = attempt.made

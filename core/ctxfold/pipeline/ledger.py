@@ -1,4 +1,4 @@
-"""The ledger: the one account of a call's budget, and the one rule for a second try.
+"""The ledger: the one account of a call's budget, and the rule for a call's tries.
 
 A call's budget is charged, stage by stage, before the strategy is given its room:
 
@@ -11,15 +11,14 @@ what is left is the *target*, the tokens the compaction's output may take. From 
 the reversible round charges what it adds to the strategy's output: its tag and
 markers (:attr:`Reserve.ROUND`) and its references (:attr:`Reserve.REFERENCES`); what
 is left is the *room* the strategy compacts into. ``fixed`` (the pinned messages) is
-what no target goes below.
+the least target worth a try (:meth:`Ledger.floored`).
 
-A try is counted exactly, and its outcome says what the next one corrects; each
-correction is made once, so a call makes at most three tries and nearly always one
-(:func:`ctxfold.pipeline.driver.run`): over its target by what the round added, the
-next is shrunk by the overshoot measured (:meth:`Ledger.shrink`); refused (what must
-be kept did not fit), the next gives up the optional charges, the query's room as far
-as the refusal measured it short (:meth:`Ledger.relief`). A target below ``fixed`` is
-not tried at all (:meth:`Ledger.floored`).
+A try is counted exactly, and its outcome says what the next one corrects (the
+driver's loop, :func:`ctxfold.pipeline.driver.run`, at most :data:`MAX_TRIES`, nearly
+always one): over its target by what the round added, the next is shrunk by the
+overshoot measured (:meth:`Ledger.shrink`); refused (what must be kept did not fit),
+the next gives up what the ledger may give up, a :class:`Relief` at a time
+(:meth:`Ledger.relief`).
 """
 
 from __future__ import annotations
@@ -29,7 +28,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
-__all__ = ["Ledger", "Reserve"]
+__all__ = ["MAX_TRIES", "Ledger", "Relief", "Reserve"]
+
+#: Tries a call makes at most (the reversible round's loop made five).
+MAX_TRIES = 5
 
 
 class Reserve(enum.Enum):
@@ -45,12 +47,22 @@ class Reserve(enum.Enum):
 
 #: Charged outside the compaction's output: what is left is its target.
 OUTSIDE = frozenset({Reserve.RECALL, Reserve.WAITING, Reserve.LOW_WATER})
-#: Given up by a second try after the first was refused.
-OPTIONAL = frozenset({Reserve.RECALL, Reserve.LOW_WATER, Reserve.REFERENCES})
 #: The round's share of the target (what it adds to the strategy's output).
 ROUND_PARTS = frozenset({Reserve.ROUND, Reserve.REFERENCES})
-#: What a relief gives up whole (the query's room: as far as needed).
-_FREED = (Reserve.LOW_WATER, Reserve.REFERENCES)
+#: What the first relief gives up whole (the round's tag is charged again, bare).
+_FREED = (Reserve.LOW_WATER, Reserve.REFERENCES, Reserve.ROUND)
+
+
+class Relief(enum.IntEnum):
+    """How much a ledger has given up after refusals, in the order it gives it up."""
+
+    NONE = 0
+    OPTIONAL = 1  # the low-water slack, the references; the query's room as far as needed
+    QUERY = 2  # the rest of the query's room
+    OVERSHOOT = 3  # of a measured overshoot, what a refusal needs
+    TAG = 4  # the round's tag: the strategy given the whole target, the tag measured after
+
+
 _SLACK = 4  # tokens a shrunk try leaves beyond the overshoot it measured
 
 
@@ -64,17 +76,15 @@ class Ledger:
 
     Attributes:
         budget: the tokens the call's result may take.
-        fixed: the tokens no target goes below (what the strategy pins).
+        fixed: the tokens what the strategy pins takes: the least target worth a try.
         charges: the tokens each :class:`Reserve` takes (none: 0).
-        relieved: the optional charges were given up (a try after a refusal).
-        shrunk: the room was shrunk by a measured overshoot (a try after one over).
+        relieved: how much it has given up after refusals (:meth:`relief`).
     """
 
     budget: int
     fixed: int = 0
     charges: Mapping[Reserve, int] = field(default_factory=lambda: MappingProxyType({}))
-    relieved: bool = False
-    shrunk: bool = False
+    relieved: Relief = Relief.NONE
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "charges", _frozen(self.charges))
@@ -98,6 +108,13 @@ class Ledger:
         return self.budget - sum(t for r, t in self.charges.items() if r in OUTSIDE)
 
     @property
+    def required_aside(self) -> int:
+        """What no relief gives up of the budget beside the strategy's output: a call
+        waiting for its results and the round's tag (what a call that cannot fit
+        reports required beside what the strategy keeps)."""
+        return self.charged(Reserve.WAITING) + self.charged(Reserve.ROUND)
+
+    @property
     def room(self) -> int:
         """The tokens the strategy compacts into: the target less the round's share and
         a measured overshoot (at least 1)."""
@@ -106,34 +123,46 @@ class Ledger:
 
     def relief(self, needed: int | None = None) -> Ledger | None:
         """The ledger of a try after a refusal that ``needed`` more tokens of room
-        (``None``: unknown): the low-water slack and the references given up, of the
-        query's room at least half, more when the refusal needs it, and of a measured
-        overshoot what the refusal needs beyond them (``None``: given up already, or
-        nothing to give up)."""
-        if self.relieved:
-            return None
-        kept = {r: t for r, t in self.charges.items() if r not in OPTIONAL}
-        recall, overshoot = self.charged(Reserve.RECALL), self.charged(Reserve.OVERSHOOT)
-        if needed is None:
-            kept_recall = 0
-        else:  # what giving up the rest frees counts first
-            needed -= sum(self.charged(r) for r in _FREED)
-            kept_recall = max(min(recall // 2, recall - max(needed, 0)), 0)
-            needed -= recall - kept_recall
-            kept[Reserve.OVERSHOOT] = max(overshoot - max(needed, 0), 0)
-        kept[Reserve.RECALL] = kept_recall
-        relieved = replace(self, charges=kept, relieved=True)
-        return None if relieved.charges == self.charges else relieved
+        (``None``: unknown), one :class:`Relief` further: first the low-water slack
+        and the references (the round's tag charged again, bare) and of the query's
+        room at least half, more when the refusal needs it; then the rest of the
+        query's room; then of a measured overshoot what the refusal needs; then the
+        round's tag (``None``: nothing left to give up)."""
+        step = Relief(self.relieved + 1) if self.relieved < Relief.TAG else None
+        if step is Relief.OPTIONAL:
+            kept = {r: t for r, t in self.charges.items() if r not in _FREED}
+            recall = self.charged(Reserve.RECALL)
+            freed = self.charged(Reserve.LOW_WATER) + self.charged(Reserve.REFERENCES)
+            short = recall if needed is None else needed - freed
+            kept[Reserve.RECALL] = max(min(recall // 2, recall - max(short, 0)), 0)
+            return replace(self, charges=kept, relieved=step)
+        if step is Relief.QUERY and self.charged(Reserve.RECALL):
+            return replace(self.charge(Reserve.RECALL, 0), relieved=step)
+        overshoot = self.charged(Reserve.OVERSHOOT)
+        if step in (Relief.QUERY, Relief.OVERSHOOT) and overshoot:
+            given = overshoot if needed is None else max(min(needed, overshoot), 1)
+            ledger = self.charge(Reserve.OVERSHOOT, overshoot - given)
+            return replace(ledger, relieved=Relief.OVERSHOOT)
+        if step is not None and self.charged(Reserve.ROUND):
+            return replace(self.charge(Reserve.ROUND, 0), relieved=Relief.TAG)
+        return None
+
+    def with_round(self, tag: int, references: int) -> Ledger:
+        """This ledger with a round's share charged, as far as its relief allows: no
+        references once the optional charges are given up, no tag set aside last (its
+        cost is then measured, and a try over by it shrunk)."""
+        tag = 0 if self.relieved >= Relief.TAG else tag
+        references = 0 if self.relieved >= Relief.OPTIONAL else references
+        return self.charge(Reserve.ROUND, tag).charge(Reserve.REFERENCES, references)
 
     def shrink(self, over: int, added: int) -> Ledger:
-        """The ledger of a second try after a first whose output was ``over`` its
-        target: the round's share grown by the overshoot, and to at least the
-        ``added`` tokens the round wrote (a strategy's output may not shrink with a
-        few tokens less room), with a little slack."""
+        """The ledger of a try after one whose output was ``over`` its target: the
+        round's share grown by the overshoot, and to at least the ``added`` tokens the
+        round wrote (a strategy's output may not shrink with a few tokens less room),
+        with a little slack."""
         share = sum(self.charged(r) for r in ROUND_PARTS) + self.charged(Reserve.OVERSHOOT)
         grown = max(share + over, added) + _SLACK
-        overshoot = self.charged(Reserve.OVERSHOOT) + grown - share
-        return replace(self.charge(Reserve.OVERSHOOT, overshoot), shrunk=True)
+        return self.charge(Reserve.OVERSHOOT, self.charged(Reserve.OVERSHOOT) + grown - share)
 
     def floored(self) -> Ledger:
         """This ledger, or, when its target is below what must be kept (such a try is

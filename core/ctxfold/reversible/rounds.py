@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 from ..contract import Compaction, Conversation, Strategy
-from ..exceptions import BudgetError, ConfigurationError
+from ..exceptions import ConfigurationError
 from ..messages import Message
 from ..references.index import ReferenceIndex, check_max_references
 from ..result import (
@@ -47,7 +47,6 @@ __all__ = [
     "RoundSettings",
     "RoundShare",
     "make_round",
-    "no_room",
     "round_heads",
     "round_share",
 ]
@@ -57,11 +56,6 @@ _MIN_BLOCK = 16  # the bare round tag as a message
 _MIN_REFERENCES = 32  # tokens: the references' header, a group's label and a few items
 _SAMPLE_ID = "314159265358"  # for estimating what a round's head costs (any id costs that)
 _HEAD_SHARE = 50  # a note's full round line when it takes at most 1/50 of the free budget
-_NO_ROOM = (
-    "reversible: what must be kept and the round's tag (which names the stored "
-    "originals) take {need} tokens, over the budget of {budget}; raise the budget, pass "
-    "reversible=False for a plain result, or overflow='best_effort'"
-)
 
 
 @dataclass(frozen=True)
@@ -109,7 +103,7 @@ class RoundShare(NamedTuple):
     """What a round adds to a strategy's output, set aside from the target before the
     strategy compacts (see :class:`ctxfold.pipeline.ledger.Ledger`)."""
 
-    round: int  # its line (or what it adds to the note's head) and markers
+    tag: int  # its line (or what it adds to the note's head) and markers
     references: int  # its references: given up first
 
 
@@ -179,12 +173,6 @@ def make_round(
     total = conv.counter.count_messages(final)
     added = total - conv.counter.count_messages(done.messages)
     return Round(Compaction(final, done.trace, done.savings), round_id, total, added, batch)
-
-
-def no_room(tokens: int, budget: int) -> BudgetError:
-    """The error of a round whose output, its tag included, takes ``tokens`` over a
-    target of ``budget`` on its last try."""
-    return BudgetError(_NO_ROOM.format(need=tokens, budget=budget), required=tokens, budget=budget)
 
 
 def round_heads(round_id: str, what: str) -> tuple[str, ...]:

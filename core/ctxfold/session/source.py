@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, NamedTuple
 from ..contract import Prepares, WordCounts
 from ..exceptions import BudgetError
 from ..messages import Message
-from ..pipeline import Attempt, Ledger, Outcome, Plan, Reserve, View, judged, refused
+from ..pipeline import Attempt, Ledger, Plan, Relief, Reserve, View, made, refused
 from ..recall import RecallIndex
 from ..result import from_user
-from ..reversible.rounds import no_room, round_share
+from ..reversible.rounds import round_share
 from .fold import Counts, Intake, compact, intake, open_start
 from .settings import Fill
 
@@ -83,27 +83,33 @@ class SessionSource:
         self._asked = budget - want
         return Plan(self._ledger(budget, want) if compacting else None, fits=not over)
 
-    def attempt(self, ledger: Ledger) -> Attempt:
-        """A compaction of what this render takes in, into ``ledger``'s room (the
-        round's share charged first), counted exactly."""
+    def charge(self, ledger: Ledger) -> Ledger:
+        """``ledger`` with the round's share charged (a session's compactions are
+        reversible rounds)."""
         s = self._session
-        taken = self._taken()
-        conv = taken.intake.conv.with_budget(ledger.target)
-        share = round_share(s.strategy, s._rounds, conv, relieved=ledger.relieved)
-        ledger = ledger.charge(Reserve.ROUND, share.round)
-        ledger = ledger.charge(Reserve.REFERENCES, share.references)
+        conv = self._taken().intake.conv.with_budget(ledger.target)
+        relieved = ledger.relieved > Relief.NONE
+        share = round_share(s.strategy, s._rounds, conv, relieved=relieved)
+        return ledger.with_round(share.tag, share.references)
+
+    def attempt(self, ledger: Ledger) -> Attempt:
+        """A compaction of what this render takes in, into ``ledger``'s room, counted
+        exactly; the error a render that ends on it raises tells of the session."""
+        s = self._session
         try:
-            fold, made = compact(s.strategy, s._rounds, taken.intake, ledger.target, ledger.room)
-        except BudgetError as exc:
-            return refused(ledger, exc, self._refused(exc))
-        best_effort = s.strategy.overflow == "best_effort"
-        outcome = judged(ledger, made.tokens, made.added, best_effort=best_effort)
-        error = None
-        if outcome is not Outcome.FITS:
-            error = self._refused(
-                no_room(made.tokens + ledger.budget - ledger.target, ledger.budget)
+            fold, round_ = compact(
+                s.strategy, s._rounds, self._taken().intake, ledger.target, ledger.room
             )
-        return Attempt(ledger, outcome, made.tokens, made.added, error, made=(fold, made))
+        except BudgetError as exc:
+            tried = refused(ledger, exc)
+        else:
+            best_effort = s.strategy.overflow == "best_effort"
+            tried = made(
+                ledger, round_.tokens, round_.added, (fold, round_), best_effort=best_effort
+            )
+        if tried.error is None:
+            return tried
+        return replace(tried, error=self._refused(tried.error))
 
     def keep(self, attempt: Attempt) -> None:
         """Keep ``attempt``'s compaction, marked with the room the render asked for: its
@@ -208,13 +214,11 @@ class SessionSource:
         return ledger
 
     def _refused(self, error: BudgetError) -> BudgetError:
-        """The error of a render whose compaction does not fit: what the history
-        needs, a call still waiting for its results included."""
+        """``error`` as a render tells it: of the session's history and budget."""
         budget = self._budget
-        required = max(error.required + self._taken().waiting, budget + 1)
         return BudgetError(
             f"the session's history does not fit the budget of {budget} even compacted "
             f"({error}): raise the budget or shorten the system prompt",
-            required=required,
+            required=max(error.required, budget + 1),
             budget=budget,
         )
