@@ -14,7 +14,7 @@ from .recall import Query, check_query
 from .result import CompressionResult, is_note
 from .strategies.base import check_takes, compress_with
 from .strategies.registry import resolve_strategy
-from .text.fit import fit_text
+from .text.fitting import fit_text
 from .tokens import check_budget, get_counter
 
 __all__ = ["Compression", "compress", "condense"]

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from ..exceptions import ConfigurationError, SummarizerError
 from ..messages import Message
 from ..storage.cache import Cache, cache_key
-from ..text.fit import fit_text
+from ..text.fitting import fit_text
 from ..text.scoring import ExtractiveSummarizer
 from ..tokens import TokenCounter
 from .usage import record
@@ -192,7 +192,7 @@ _TRIES = 20  # a summary keeps whole sentences: it may shrink by less than its r
 
 def fit_summary(text: str, max_tokens: int, counter: TokenCounter) -> str:
     """Shorten a summary that came back too long, extractively, until it fits in
-    ``max_tokens`` (``""`` when nothing does; :func:`ctxfold.text.fit.fit_text`)."""
+    ``max_tokens`` (``""`` when nothing does; :func:`ctxfold.text.fitting.fit_text`)."""
     cpt = max(len(text) / max(counter.count_text(text), 1), 1.0)
     extract = ExtractiveSummarizer(chars_per_token=cpt)
     fitted = fit_text(

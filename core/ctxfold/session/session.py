@@ -32,7 +32,7 @@ from ..reversible.expand import Expansion, expand
 from ..reversible.tool import ExpandTool, Search
 from ..storage.store import MemoryStore, VerbatimStore, get_session_store, session_store
 from ..strategies.options import check_share
-from ..text.fit import fit_text
+from ..text.fitting import fit_text
 from ..tokens import TokenCounter, check_budget, get_counter
 from .resume import Outcome, Resumed
 from .settings import check_strategy, check_water

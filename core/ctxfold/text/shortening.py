@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from .._state import LRU, memo
 from ..tokens import TokenCounter
 from .adapters import Piece, registry_version, split_message_text
-from .fit import fit_text
+from .fitting import fit_text
 from .layers import minify_json
 from .primitives import KIND_WEIGHT, find_identifiers
 from .scoring import (

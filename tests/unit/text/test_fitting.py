@@ -1,4 +1,4 @@
-"""A text within a token count: ``ctxfold.text.fit.fit_text`` is the one search every
+"""A text within a token count: ``ctxfold.text.fitting.fit_text`` is the one search every
 writer that misses its room uses (a render as a transcript, a summary shortened to its
 allowance, a tool output's selection)."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import ctxfold
 from ctxfold.models.summarizers import fit_summary
-from ctxfold.text.fit import fit_text
+from ctxfold.text.fitting import fit_text
 
 COUNTER = ctxfold.TiktokenCounter("o200k_base")
 

@@ -9,7 +9,7 @@ from typing import NamedTuple
 
 from ..tokens import TokenCounter
 
-__all__ = ["Fitted", "fit_text"]
+__all__ = ["TextFit", "fit_text"]
 
 #: Writes tried by default: a writer's text scales with its room, so the second is
 #: nearly always within the count (a render as a transcript misses by its framing).
@@ -19,7 +19,7 @@ TRIES = 3
 _MARGIN = 0.95  # a room scaled by the ratio measured is made a little smaller still
 
 
-class Fitted(NamedTuple):
+class TextFit(NamedTuple):
     """The last text written, and whether it is within the count asked."""
 
     text: str
@@ -28,7 +28,7 @@ class Fitted(NamedTuple):
 
 def fit_text(
     write: Callable[[int], str], max_tokens: int, counter: TokenCounter, *, tries: int = TRIES
-) -> Fitted:
+) -> TextFit:
     """``write(room)``, a text written for ``room`` tokens, at ``max_tokens`` first,
     then at a room scaled down by how far the last text measured over (a text's length
     follows its room) and a little more, at least a token smaller, until the text
@@ -39,8 +39,8 @@ def fit_text(
         text = write(room)
         n = counter.count_text(text)
         if n <= max_tokens:
-            return Fitted(text, True)
+            return TextFit(text, True)
         room = min(room - 1, int(room * max_tokens / n * _MARGIN))
         if room < 1:  # the framing alone passes max_tokens: no room to try
             break
-    return Fitted(text, False)
+    return TextFit(text, False)
