@@ -302,3 +302,25 @@ def test_a_tight_budget_that_fits_is_not_refused(seed: int, case: int) -> None:
     msgs, budget, options = _tight_cases(seed, case)[case]
     result = ctxfold.compress(msgs, budget=budget, counter=COUNTER, store=MemoryStore(), **options)
     assert result.stats.tokens_after <= budget
+
+
+def test_a_result_kept_over_the_budget_is_said_in_the_log(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """``overflow="best_effort"``: a reversible result whose pinned messages leave no
+    room for the round's tag comes back over budget, with a warning in the log (as
+    docs/reversible.md says), never silently."""
+    msgs = [Message("system", "Keep every rule here. " * 30)]
+    msgs += [Message("user" if k % 2 == 0 else "assistant", f"turn {k} " * 20) for k in range(8)]
+    with caplog.at_level("WARNING", logger="ctxfold"):
+        result = ctxfold.compress(
+            msgs,
+            budget=150,
+            strategy="sliding_window",
+            overflow="best_effort",
+            reversible=True,
+            store=MemoryStore(),
+            counter=COUNTER,
+        )
+    assert result.stats.tokens_after > 150 and result.round_id is not None
+    assert any("over the budget" in r.getMessage() for r in caplog.records)

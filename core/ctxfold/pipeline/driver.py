@@ -21,6 +21,7 @@ this order, here and nowhere else.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 
 from ..recall import recall, resolve_query
@@ -33,6 +34,7 @@ from .source import Source, View
 
 __all__ = ["recall_room", "run"]
 
+_log = logging.getLogger("ctxfold")
 _STEPS = 3 * MAX_TRIES  # ledgers looked at, tried or not: a bound on the loop
 
 
@@ -109,6 +111,8 @@ def _compacted(source: Source, ledger: Ledger, *, fits: bool) -> None:
         assert tried is not None  # the first room is never seen before
         step = _next(tried, charged, fits=fits)
     assert tried is not None
+    if tried.outcome is Outcome.KEPT_OVER and tried.tokens > tried.ledger.budget:
+        _log.warning("kept over the budget, as the strategy may: %s", tried.error)
     if tried.outcome in (Outcome.FITS, Outcome.KEPT_OVER):
         source.keep(tried)
     elif not fits:
