@@ -323,4 +323,5 @@ def test_a_result_kept_over_the_budget_is_said_in_the_log(
             counter=COUNTER,
         )
     assert result.stats.tokens_after > 150 and result.round_id is not None
-    assert any("over the budget" in r.getMessage() for r in caplog.records)
+    said = [r.getMessage() for r in caplog.records]
+    assert any("reversible result" in m and "budget of 150" in m for m in said), said

@@ -55,14 +55,16 @@ def made(ledger: Ledger, tokens: int, added: int, compaction: Any, *, best_effor
         return Attempt(ledger, Outcome.FITS, tokens, added, made=compaction)
     outcome = Outcome.KEPT_OVER if best_effort or not added else Outcome.OVER
     required = max(tokens + ledger.charged(Reserve.WAITING), ledger.budget + 1)
-    error = BudgetError(
-        f"what must be kept and the round's tag take {tokens} tokens, over the "
-        f"{ledger.target} the budget of {ledger.budget} leaves them ({ledger.account()}); "
-        "raise the budget, pass reversible=False for a plain result, or "
-        "overflow='best_effort'",
-        required=required,
-        budget=ledger.budget,
-    )
+    left = f"the {ledger.target} the budget of {ledger.budget} leaves ({ledger.account()})"
+    if added:
+        said = (
+            f"what must be kept and the round's tag take {tokens} tokens, over {left}; "
+            "raise the budget, pass reversible=False for a plain result, or "
+            "overflow='best_effort'"
+        )
+    else:
+        said = f"the strategy keeps {tokens} tokens, over {left}"
+    error = BudgetError(said, required=required, budget=ledger.budget)
     return Attempt(ledger, outcome, tokens, added, error, made=compaction)
 
 

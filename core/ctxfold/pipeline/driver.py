@@ -111,8 +111,13 @@ def _compacted(source: Source, ledger: Ledger, *, fits: bool) -> None:
         assert tried is not None  # the first room is never seen before
         step = _next(tried, charged, fits=fits)
     assert tried is not None
-    if tried.outcome is Outcome.KEPT_OVER and tried.tokens > tried.ledger.budget:
-        _log.warning("kept over the budget, as the strategy may: %s", tried.error)
+    if tried.outcome is Outcome.KEPT_OVER and tried.added and tried.tokens > tried.ledger.budget:
+        _log.warning(  # the strategy warns of its own room; the round's tag is the layer's
+            "a reversible result of %d tokens is kept over the budget of %d "
+            "(overflow='best_effort'): the round's tag does not fit beside what must be kept",
+            tried.tokens,
+            tried.ledger.budget,
+        )
     if tried.outcome in (Outcome.FITS, Outcome.KEPT_OVER):
         source.keep(tried)
     elif not fits:
