@@ -6,18 +6,16 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
 
 from .._state import collector_paused
-from ..formats import CTXFOLD, MessageFormat
 from ..hooks import completed, emit
-from ..messages import Message
 from ..models.usage import run_usage
-from ..result import CompressionResult, CompressionStats, Decision, Trace
+from ..result import CompressionResult, CompressionStats, Trace
 from ..tokens import TokenCounter
+from .source import View
 
 __all__ = ["Call", "opened"]
 
@@ -34,21 +32,11 @@ class Call:
     started: float = field(default_factory=time.perf_counter)
     usage: Counter[str] = field(default_factory=Counter)
 
-    def finished(
-        self,
-        out: Sequence[Message],
-        trace: Sequence[Decision],
-        *,
-        tokens_after: int | None = None,
-        savings: Mapping[str, int] | None = None,
-        round_id: str | None = None,
-        given: MessageFormat = CTXFOLD,
-        warnings: tuple[str, ...] = (),
-        store: Any = None,
-    ) -> CompressionResult:
-        """The result of the call, announced (``tokens_after``: the output's count
-        when the caller knows it, else counted here)."""
-        after = self.counter.count_messages(out) if tokens_after is None else tokens_after
+    def finished(self, view: View) -> CompressionResult:
+        """The result of the call, ``view`` as the source gives it, announced (the
+        output counted here when the view does not know its count)."""
+        out = view.messages
+        after = self.counter.count_messages(out) if view.tokens is None else view.tokens
         stats = CompressionStats(
             strategy=self.strategy,
             counter=self.counter.name,
@@ -58,18 +46,18 @@ class Call:
             messages_before=self.messages_before,
             messages_after=len(out),
             elapsed_ms=(time.perf_counter() - self.started) * 1000.0,
-            savings=dict(savings or {}),
+            savings=dict(view.savings),
             usage=dict(self.usage),
         )
         result = CompressionResult(
             messages=tuple(out),
             stats=stats,
-            trace=trace.copy() if isinstance(trace, Trace) else tuple(trace),
+            trace=view.trace.copy() if isinstance(view.trace, Trace) else tuple(view.trace),
             strategy=self.strategy,
-            warnings=warnings,
-            round_id=round_id,
-            given=given,
-            store=store,
+            warnings=view.warnings,
+            round_id=view.round_id,
+            given=view.given,
+            store=view.store,
         )
         completed(result)
         return result

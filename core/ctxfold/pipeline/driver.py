@@ -52,17 +52,7 @@ def run(request: Request, source: Source) -> CompressionResult:
         view = source.view()
         if query and view.recall_until > 0:
             view = _recalled(view, source, query, request, share)
-        view = source.closed(view)
-        return call.finished(
-            view.messages,
-            view.trace,
-            tokens_after=view.tokens,
-            savings=view.savings,
-            round_id=view.round_id,
-            given=view.given,
-            warnings=view.warnings,
-            store=view.store,
-        )
+        return call.finished(source.closed(view))
 
 
 def _recalled(view: View, source: Source, query: str, request: Request, share: float) -> View:
@@ -94,9 +84,9 @@ def _compacted(source: Source, ledger: Ledger, *, fits: bool) -> None:
     target, as it may). ``fits``: what is there fits the budget already, so nothing
     optional is given up: a call whose compaction does not fit shows the view as it
     is."""
-    if fits and ledger.floored() is not ledger:
-        return
     step: Ledger | None = ledger.floored()
+    if fits and step is not ledger:
+        return
     seen: set[tuple[int, int]] = set()
     tried: Attempt | None = None
     for _ in range(_STEPS):

@@ -14,11 +14,11 @@ from ..messages import Message
 from ..recall import RecallIndex, default_share, wanted
 from ..result import Decision, flagged
 from ..reversible.redaction import REDACTED, redact
-from ..reversible.rounds import Round, make_round, round_share
+from ..reversible.rounds import Round, make_round
 from ..storage.store import VerbatimStore, get_store
 from ..units import group_units
 from .attempt import Attempt, made, refused
-from .ledger import Ledger, Relief, Reserve
+from .ledger import Ledger, Reserve
 from .request import Request
 from .source import Plan, View
 
@@ -110,10 +110,7 @@ class Given:
         request = self._request
         if not request.reversible:
             return ledger
-        conv = self._conv().with_budget(ledger.target)
-        relieved = ledger.relieved > Relief.NONE
-        share = round_share(request.strategy, request.rounds, conv, relieved=relieved)
-        return ledger.with_round(share.tag, share.references)
+        return ledger.with_round(request.strategy, request.rounds, self._conv())
 
     def attempt(self, ledger: Ledger) -> Attempt:
         """The strategy's compaction into ``ledger``'s room, a reversible round when

@@ -28,6 +28,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
+from ..contract import Conversation, Strategy
+from ..reversible.rounds import RoundSettings, round_share
+
 __all__ = ["MAX_TRIES", "Ledger", "Relief", "Reserve"]
 
 #: Tries a call makes at most (the reversible round's loop made five).
@@ -147,12 +150,16 @@ class Ledger:
             return replace(self.charge(Reserve.ROUND, 0), relieved=Relief.TAG)
         return None
 
-    def with_round(self, tag: int, references: int) -> Ledger:
-        """This ledger with a round's share charged, as far as its relief allows: no
-        references once the optional charges are given up, no tag set aside last (its
-        cost is then measured, and a try over by it shrunk)."""
-        tag = 0 if self.relieved >= Relief.TAG else tag
-        references = 0 if self.relieved >= Relief.OPTIONAL else references
+    def with_round(self, strategy: Strategy, settings: RoundSettings, conv: Conversation) -> Ledger:
+        """This ledger with the share a reversible round of ``strategy`` over ``conv``
+        takes of its target charged (:func:`~ctxfold.reversible.rounds.round_share`),
+        as far as its relief allows: no references once the optional charges are given
+        up, no tag set aside last (its cost is then measured, and a try over by it
+        shrunk)."""
+        relieved = self.relieved > Relief.NONE
+        share = round_share(strategy, settings, conv.with_budget(self.target), relieved=relieved)
+        tag = 0 if self.relieved >= Relief.TAG else share.tag
+        references = 0 if relieved else share.references
         return self.charge(Reserve.ROUND, tag).charge(Reserve.REFERENCES, references)
 
     def shrink(self, over: int, added: int) -> Ledger:

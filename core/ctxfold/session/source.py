@@ -13,10 +13,9 @@ from typing import TYPE_CHECKING, NamedTuple
 from ..contract import Prepares, WordCounts
 from ..exceptions import BudgetError
 from ..messages import Message
-from ..pipeline import Attempt, Ledger, Plan, Relief, Reserve, View, made, refused
+from ..pipeline import Attempt, Ledger, Plan, Reserve, View, made, refused
 from ..recall import RecallIndex
 from ..result import from_user
-from ..reversible.rounds import round_share
 from .fold import Counts, Intake, compact, intake, open_start
 from .settings import Fill
 
@@ -87,10 +86,7 @@ class SessionSource:
         """``ledger`` with the round's share charged (a session's compactions are
         reversible rounds)."""
         s = self._session
-        conv = self._taken().intake.conv.with_budget(ledger.target)
-        relieved = ledger.relieved > Relief.NONE
-        share = round_share(s.strategy, s._rounds, conv, relieved=relieved)
-        return ledger.with_round(share.tag, share.references)
+        return ledger.with_round(s.strategy, s._rounds, self._taken().intake.conv)
 
     def attempt(self, ledger: Ledger) -> Attempt:
         """A compaction of what this render takes in, into ``ledger``'s room, counted
